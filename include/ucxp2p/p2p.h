@@ -1,0 +1,334 @@
+/*
+ * ucxp2p: fast point-to-point tensor transfer over UCX.
+ *
+ * Public C API. Every function is safe to call from any thread, never throws,
+ * and reports failures through p2p_status_t. Output arguments (suffix _p) are
+ * written only on success.
+ *
+ * Object model
+ *   p2p_context_h   UCP context + one worker + one progress thread.
+ *   p2p_bootstrap_h how the processes of a job find each other (env/TCP,
+ *                   single process; PMIx in a later release).
+ *   p2p_comm_h      a group of ranks created collectively through a
+ *                   bootstrap; owns a send and a receive completion queue.
+ *   p2p_mem_h       a registered memory region (ucp_mem_map), usable with any
+ *                   communicator of its context, for any sub-range.
+ *
+ * Synchronous errors versus completions
+ *   A post call (p2p_comm_send, p2p_comm_recv, the batch calls) either returns
+ *   a negative status and queues nothing, or returns P2P_OK and the operation
+ *   later produces exactly one completion entry -- success or error -- in the
+ *   communicator's send or receive queue.
+ *
+ * Tag layout (64-bit UCP tag, matched with a full mask)
+ *   bits 63..56  communicator id (agreed collectively at p2p_comm_create)
+ *   bits 55..32  source rank (so at most 2^24 ranks per communicator)
+ *   bits 31..0   tensor_id
+ *   A receive therefore matches only messages from its peer, with its
+ *   tensor_id, on its communicator, whatever order sends and receives are
+ *   posted in.
+ */
+#ifndef UCXP2P_P2P_H
+#define UCXP2P_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UCXP2P_VERSION_MAJOR 0
+#define UCXP2P_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum {
+    P2P_OK                  =   0,
+    P2P_IN_PROGRESS         =   1,  /**< not finished yet */
+    P2P_ERR_INVALID_PARAM   =  -1,  /**< null pointer, bad value, bad flag */
+    P2P_ERR_INVALID_HANDLE  =  -2,  /**< handle never created, destroyed, or
+                                         context finalized (use after
+                                         finalize, double finalize) */
+    P2P_ERR_NO_MEMORY       =  -3,
+    P2P_ERR_NOT_REGISTERED  =  -4,  /**< (buffer, length) not inside the given
+                                         registration */
+    P2P_ERR_BAD_RANK        =  -5,  /**< peer rank outside [0, size) */
+    P2P_ERR_TRUNCATED       =  -6,  /**< message longer than the receive */
+    P2P_ERR_PEER_FAILURE    =  -7,  /**< peer died or became unreachable */
+    P2P_ERR_CANCELED        =  -8,  /**< shut down before it finished */
+    P2P_ERR_TIMEOUT         =  -9,
+    P2P_ERR_BUSY            = -10,  /**< resource still in use (e.g. memory
+                                         with operations in flight) */
+    P2P_ERR_SHUTDOWN        = -11,  /**< communicator was shut down */
+    P2P_ERR_BOOTSTRAP       = -12,  /**< wireup failed (see log) */
+    P2P_ERR_UNSUPPORTED     = -13,
+    P2P_ERR_TRANSPORT       = -14,  /**< other UCX failure (see log) */
+    P2P_ERR_NO_DEVICE       = -15   /**< no usable transport/device */
+} p2p_status_t;
+
+/** Static, human-readable text for a status; never NULL. */
+const char *p2p_status_string(p2p_status_t status);
+
+/* ---------------------------------------------------------------- handles */
+
+typedef struct p2p_context   *p2p_context_h;
+typedef struct p2p_bootstrap *p2p_bootstrap_h;
+typedef struct p2p_comm      *p2p_comm_h;
+typedef struct p2p_mem       *p2p_mem_h;
+
+/* ---------------------------------------------------------------- config */
+
+typedef enum {
+    P2P_PROGRESS_ADAPTIVE = 0, /**< spin P2P_SPIN_US after activity, then
+                                    sleep on the worker's event fd (default) */
+    P2P_PROGRESS_BUSY     = 1, /**< progress thread never sleeps */
+    P2P_PROGRESS_EVENT    = 2  /**< sleep on the event fd whenever idle */
+} p2p_progress_mode_t;
+
+enum {
+    P2P_CONFIG_FIELD_PROGRESS_MODE   = 1u << 0,
+    P2P_CONFIG_FIELD_SPIN_US         = 1u << 1,
+    P2P_CONFIG_FIELD_PEER_TIMEOUT_MS = 1u << 2,
+    P2P_CONFIG_FIELD_LOG_LEVEL       = 1u << 3
+};
+
+typedef enum {
+    P2P_LOG_ERROR = 0, P2P_LOG_WARN, P2P_LOG_INFO, P2P_LOG_DEBUG, P2P_LOG_TRACE
+} p2p_log_level_t;
+
+/**
+ * Context configuration. Fields not named in field_mask take their value from
+ * the P2P_* environment variables (see p2p_config_print), else the default.
+ */
+typedef struct {
+    uint64_t            field_mask;
+    p2p_progress_mode_t progress_mode;   /**< P2P_PROGRESS */
+    uint32_t            spin_us;         /**< P2P_SPIN_US */
+    uint32_t            peer_timeout_ms; /**< P2P_PEER_TIMEOUT_MS */
+    p2p_log_level_t     log_level;       /**< P2P_LOG_LEVEL */
+} p2p_config_t;
+
+/**
+ * Print every P2P_* variable with its default, current value and help text.
+ * Errors: P2P_ERR_INVALID_PARAM if stream is NULL.
+ */
+p2p_status_t p2p_config_print(FILE *stream);
+
+/* ---------------------------------------------------------------- context */
+
+/**
+ * Create a context: UCP context (TAG feature, WAKEUP unless busy mode),
+ * one worker and its progress thread.
+ * config may be NULL (everything from the environment).
+ * Errors: P2P_ERR_INVALID_PARAM (context_p NULL, bad field value, bad P2P_*
+ * variable), P2P_ERR_TRANSPORT (UCX could not start), P2P_ERR_NO_MEMORY.
+ */
+p2p_status_t p2p_context_create(const p2p_config_t *config,
+                                p2p_context_h *context_p);
+
+/**
+ * Destroy a context. Communicators still alive are shut down and destroyed
+ * (their pending operations are canceled; undelivered completions are
+ * dropped); registrations are released. The handle becomes invalid.
+ * Errors: P2P_ERR_INVALID_HANDLE (unknown or already finalized context).
+ */
+p2p_status_t p2p_context_destroy(p2p_context_h context);
+
+/* ---------------------------------------------------------------- bootstrap */
+
+typedef enum {
+    P2P_BOOTSTRAP_AUTO   = 0, /**< P2P_BOOTSTRAP, else env/TCP when its
+                                   variables are set, else single */
+    P2P_BOOTSTRAP_TCP    = 1, /**< MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE */
+    P2P_BOOTSTRAP_SINGLE = 2, /**< one process, rank 0 of 1 */
+    P2P_BOOTSTRAP_PMIX   = 3  /**< not available yet: P2P_ERR_UNSUPPORTED */
+} p2p_bootstrap_type_t;
+
+/**
+ * Join the job described by the environment (collective over the job).
+ * Errors: P2P_ERR_INVALID_PARAM (bad type, NULL bootstrap_p, malformed
+ * variables), P2P_ERR_UNSUPPORTED (type not available in this build),
+ * P2P_ERR_BOOTSTRAP (rendezvous failed: timeout, bad token, peer gone),
+ * P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS passed).
+ */
+p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type,
+                                  p2p_bootstrap_h *bootstrap_p);
+
+/** Errors: P2P_ERR_INVALID_HANDLE. */
+p2p_status_t p2p_bootstrap_destroy(p2p_bootstrap_h bootstrap);
+
+typedef struct {
+    uint32_t    rank;
+    uint32_t    size;
+    uint32_t    local_rank;
+    uint32_t    local_size;
+    const char *name;          /**< "tcp", "single", ... (static string) */
+} p2p_bootstrap_info_t;
+
+/** Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL). */
+p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap,
+                                 p2p_bootstrap_info_t *info_p);
+
+/** Block until every rank of the job called it.
+ *  Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BOOTSTRAP, P2P_ERR_TIMEOUT. */
+p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
+
+/* ---------------------------------------------------------------- comm */
+
+/**
+ * Create a communicator of every rank of the bootstrap (collective: every
+ * rank calls it, in the same order relative to other p2p_comm_create calls
+ * on the same bootstrap). Worker addresses are exchanged once; endpoints are
+ * created lazily, the first time an operation names a peer (send or receive),
+ * so memory and setup time grow with the peers actually used, not with the
+ * job size. At most 256 communicators may be alive per context.
+ * The bootstrap must outlive the call only, not the communicator.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM, P2P_ERR_BOOTSTRAP,
+ * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id), P2P_ERR_TIMEOUT.
+ */
+p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
+                             p2p_comm_h *comm_p);
+
+typedef struct {
+    uint32_t rank;
+    uint32_t size;
+    uint32_t local_rank;
+    uint32_t local_size;
+    uint32_t id;          /**< communicator id in the tag (bits 63..56) */
+} p2p_comm_info_t;
+
+/** Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM. */
+p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
+
+/**
+ * Cancel every pending operation: each gets one completion with
+ * P2P_ERR_CANCELED (or its real status if it finished first). Later posts
+ * fail with P2P_ERR_SHUTDOWN; the queues stay readable. Idempotent.
+ * Errors: P2P_ERR_INVALID_HANDLE.
+ */
+p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);
+
+/**
+ * Shut down (as above) and free the communicator; completions not yet
+ * popped are discarded. Errors: P2P_ERR_INVALID_HANDLE.
+ */
+p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
+
+/* ---------------------------------------------------------------- memory */
+
+/**
+ * Register [address, address + length) with UCX (ucp_mem_map).
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
+ * mem_p, zero length), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY.
+ */
+p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
+                              size_t length, p2p_mem_h *mem_p);
+
+/**
+ * Release a registration.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BUSY (operations using it are still
+ * in flight; nothing is released).
+ */
+p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
+
+/* ---------------------------------------------------------------- transfer */
+
+/**
+ * Post a send of length bytes at buffer to peer, tagged tensor_id.
+ * (buffer, length) must lie inside mem. length may be 0 (buffer may then be
+ * any address inside mem). user_context comes back in the completion.
+ * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
+ * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
+ * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead).
+ */
+p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                           const void *buffer, size_t length, p2p_mem_h mem,
+                           void *user_context);
+
+/**
+ * Post a receive of at most length bytes from peer with tensor_id.
+ * A longer message completes with P2P_ERR_TRUNCATED and nothing is written
+ * past buffer + length. Errors: as p2p_comm_send.
+ */
+p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                           void *buffer, size_t length, p2p_mem_h mem,
+                           void *user_context);
+
+/** One block of a batch call. */
+typedef struct {
+    uint32_t  peer;
+    uint32_t  tensor_id;
+    void     *buffer;
+    size_t    length;
+    p2p_mem_h mem;
+    void     *user_context;
+} p2p_block_t;
+
+/**
+ * Post count blocks in one call (as seed P2PSendBatch/P2PRecvBatch). Every
+ * block is validated first: if one is bad, nothing is posted, the status of
+ * the first bad block is returned and *bad_index_p (if not NULL) is set to
+ * its index. Otherwise each block produces its own completion entry.
+ * Errors: as p2p_comm_send, plus P2P_ERR_INVALID_PARAM (blocks NULL with
+ * count > 0).
+ */
+p2p_status_t p2p_comm_send_batch(p2p_comm_h comm, const p2p_block_t *blocks,
+                                 size_t count, size_t *bad_index_p);
+p2p_status_t p2p_comm_recv_batch(p2p_comm_h comm, const p2p_block_t *blocks,
+                                 size_t count, size_t *bad_index_p);
+
+/* ---------------------------------------------------------------- completions */
+
+typedef enum {
+    P2P_QUEUE_SEND = 0,
+    P2P_QUEUE_RECV = 1
+} p2p_queue_t;
+
+typedef struct {
+    void        *user_context;
+    uint32_t     peer;
+    uint32_t     tensor_id;
+    uint64_t     bytes;      /**< bytes actually transferred */
+    p2p_status_t status;     /**< P2P_OK or a negative error */
+    uint32_t     reserved;
+} p2p_completion_t;
+
+/**
+ * Pop up to max entries from a queue without blocking; *count_p is set to
+ * the number popped (possibly 0). Entries come in completion order.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (bad queue,
+ * entries/count_p NULL, max 0).
+ */
+p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
+                           p2p_completion_t *entries, size_t max,
+                           size_t *count_p);
+
+/**
+ * As p2p_comm_poll, but block until at least one entry is available or
+ * timeout_ms passes (-1: forever, 0: do not block).
+ * Errors: as p2p_comm_poll, plus P2P_ERR_TIMEOUT (nothing arrived in time;
+ * *count_p is 0).
+ */
+p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
+                           p2p_completion_t *entries, size_t max,
+                           size_t *count_p, int timeout_ms);
+
+/**
+ * Number of posted operations that have not produced a completion yet.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM.
+ */
+p2p_status_t p2p_comm_pending(p2p_comm_h comm, p2p_queue_t queue,
+                              size_t *count_p);
+
+/* ---------------------------------------------------------------- info */
+
+/** Library version string, e.g. "0.1.0". */
+const char *p2p_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UCXP2P_P2P_H */

@@ -1,0 +1,150 @@
+#include "core/config.h"
+#include "core/log.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace ucxp2p {
+
+namespace {
+
+const ConfigVar kTable[] = {
+    {"P2P_LOG_LEVEL", "warn",
+     "Log level: error, warn, info, debug, trace. Messages go to stderr."},
+    {"P2P_PROGRESS", "adaptive",
+     "Progress thread mode: adaptive (spin P2P_SPIN_US after activity, then "
+     "sleep on the worker event fd), busy (never sleep), event (sleep "
+     "whenever idle)."},
+    {"P2P_SPIN_US", "50",
+     "Adaptive mode: microseconds to keep polling after the last activity."},
+    {"P2P_PEER_TIMEOUT_MS", "3000",
+     "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
+     "user set it."},
+    {"P2P_BOOTSTRAP", "auto",
+     "Bootstrap: auto, tcp, single (pmix in a later release). auto picks tcp "
+     "when RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
+    {"P2P_MASTER_ADDR", "",
+     "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
+     "127.0.0.1."},
+    {"P2P_MASTER_PORT", "",
+     "Port of rank 0's rendezvous server; falls back to MASTER_PORT. When "
+     "neither is set, rank 0 binds the first free port of P2P_PORT_RANGE and "
+     "the others scan that range (the job token identifies the right one)."},
+    {"P2P_PORT_RANGE", "56800-56900",
+     "Ports scanned when no master port is given (as seed 004's "
+     "P2P_PORT_RANGE)."},
+    {"P2P_IF_IP", "",
+     "IP address rank 0 listens on (as seed 004's IF_IP_DEFAULT); empty: all "
+     "addresses, or the address of P2P_IFNAME."},
+    {"P2P_IFNAME", "",
+     "Network interface rank 0 listens on (e.g. eth0); ignored when "
+     "P2P_IF_IP is set."},
+    {"P2P_RANK", "", "Rank of this process; falls back to RANK."},
+    {"P2P_WORLD_SIZE", "", "Number of ranks; falls back to WORLD_SIZE."},
+    {"P2P_LOCAL_RANK", "",
+     "Rank on this host; falls back to LOCAL_RANK, else computed from host "
+     "names at rendezvous."},
+    {"P2P_LOCAL_WORLD_SIZE", "",
+     "Ranks on this host; falls back to LOCAL_WORLD_SIZE, else computed."},
+    {"P2P_JOB_TOKEN", "",
+     "Secret shared by the ranks of one job; connections presenting another "
+     "token are rejected. p2prun sets a random one; falls back to "
+     "TORCHELASTIC_RUN_ID, else a value derived from the master address, "
+     "port and world size."},
+    {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
+     "Deadline for connecting to rank 0 (with retries) and for each "
+     "collective of the bootstrap."},
+    {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
+     "Largest blob one rank may contribute to a bootstrap collective."},
+    {nullptr, nullptr, nullptr}};
+
+const ConfigVar *find(const char *name) {
+    for (const ConfigVar *v = kTable; v->name != nullptr; ++v) {
+        if (std::strcmp(v->name, name) == 0) {
+            return v;
+        }
+    }
+    return nullptr;
+}
+
+} // namespace
+
+const ConfigVar *config_table() { return kTable; }
+
+bool config_is_set(const char *name) { return std::getenv(name) != nullptr; }
+
+std::string config_get(const char *name) {
+    const char *env = std::getenv(name);
+    if (env != nullptr) {
+        return env;
+    }
+    const ConfigVar *v = find(name);
+    if (v == nullptr) {
+        P2P_LOG(P2P_LOG_ERROR, "config: unknown variable %s", name);
+        return "";
+    }
+    return v->default_value;
+}
+
+p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out) {
+    std::string s = config_get(name);
+    if (s.empty() || s[0] == '-' || s[0] == '+') {
+        P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not a non-negative integer",
+                name, s.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (errno != 0 || end == s.c_str() || *end != '\0' || v > max) {
+        P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not an integer in [0, %llu]",
+                name, s.c_str(), static_cast<unsigned long long>(max));
+        return P2P_ERR_INVALID_PARAM;
+    }
+    *out = v;
+    return P2P_OK;
+}
+
+p2p_status_t config_parse_log_level(const std::string &s, p2p_log_level_t *out) {
+    static const char *const names[] = {"error", "warn", "info", "debug",
+                                        "trace"};
+    for (int i = 0; i < 5; ++i) {
+        if (strcasecmp(s.c_str(), names[i]) == 0) {
+            *out = static_cast<p2p_log_level_t>(i);
+            return P2P_OK;
+        }
+    }
+    return P2P_ERR_INVALID_PARAM;
+}
+
+p2p_status_t config_parse_progress(const std::string &s,
+                                   p2p_progress_mode_t *out) {
+    if (strcasecmp(s.c_str(), "adaptive") == 0) {
+        *out = P2P_PROGRESS_ADAPTIVE;
+    } else if (strcasecmp(s.c_str(), "busy") == 0) {
+        *out = P2P_PROGRESS_BUSY;
+    } else if (strcasecmp(s.c_str(), "event") == 0) {
+        *out = P2P_PROGRESS_EVENT;
+    } else {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
+} // namespace ucxp2p
+
+extern "C" p2p_status_t p2p_config_print(FILE *stream) {
+    if (stream == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    for (const ucxp2p::ConfigVar *v = ucxp2p::config_table(); v->name != nullptr;
+         ++v) {
+        const char *env = std::getenv(v->name);
+        std::fprintf(stream, "# %s\n#   default: '%s'\n%s=%s%s\n\n", v->help,
+                     v->default_value, v->name,
+                     env != nullptr ? env : v->default_value,
+                     env != nullptr ? "   (set in environment)" : "");
+    }
+    return P2P_OK;
+}

@@ -1,0 +1,45 @@
+/*
+ * The one table of P2P_* environment variables {name, default, help}.
+ * Every module reads its settings through these helpers so p2p_info and
+ * p2p_config_print() show the whole configuration.
+ */
+#ifndef UCXP2P_CORE_CONFIG_H
+#define UCXP2P_CORE_CONFIG_H
+
+#include <ucxp2p/p2p.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ucxp2p {
+
+struct ConfigVar {
+    const char *name;
+    const char *default_value;
+    const char *help;
+};
+
+/** The table; terminated by an entry with name == nullptr. */
+const ConfigVar *config_table();
+
+/** Value from the environment, else the table default. Aborts in debug
+ *  builds when the name is not in the table (a programming error). */
+std::string config_get(const char *name);
+
+/** True when the variable is set in the environment. */
+bool config_is_set(const char *name);
+
+/** Parse an unsigned integer setting; P2P_ERR_INVALID_PARAM (logged) when
+ *  the value is malformed or above max. */
+p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out);
+
+/** Parse a log level name (error|warn|info|debug|trace). */
+p2p_status_t config_parse_log_level(const std::string &s, p2p_log_level_t *out);
+
+/** Parse a progress mode name (adaptive|busy|event). */
+p2p_status_t config_parse_progress(const std::string &s,
+                                   p2p_progress_mode_t *out);
+
+} // namespace ucxp2p
+
+#endif

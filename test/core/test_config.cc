@@ -1,0 +1,82 @@
+#include "core/config.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+
+using namespace ucxp2p;
+
+TEST(Config, TableEntriesAreUniqueAndDocumented) {
+    std::set<std::string> names;
+    int n = 0;
+    for (const ConfigVar *v = config_table(); v->name != nullptr; ++v, ++n) {
+        EXPECT_EQ(0, std::strncmp(v->name, "P2P_", 4)) << v->name;
+        EXPECT_TRUE(names.insert(v->name).second) << "duplicate " << v->name;
+        EXPECT_GT(std::strlen(v->help), 10u) << v->name;
+    }
+    EXPECT_GT(n, 5);
+}
+
+TEST(Config, EnvOverridesDefault) {
+    unsetenv("P2P_SPIN_US");
+    uint64_t v = 0;
+    ASSERT_EQ(P2P_OK, config_get_u64("P2P_SPIN_US", 1000000, &v));
+    EXPECT_EQ(50u, v);
+    setenv("P2P_SPIN_US", "77", 1);
+    ASSERT_EQ(P2P_OK, config_get_u64("P2P_SPIN_US", 1000000, &v));
+    EXPECT_EQ(77u, v);
+    for (const char *bad : {"-1", "abc", "12x", "", "2000000"}) {
+        setenv("P2P_SPIN_US", bad, 1);
+        uint64_t keep = 5;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_get_u64("P2P_SPIN_US", 1000000, &keep)) << bad;
+        EXPECT_EQ(5u, keep) << "output written on error for " << bad;
+    }
+    unsetenv("P2P_SPIN_US");
+}
+
+TEST(Config, ParseNames) {
+    p2p_log_level_t l;
+    EXPECT_EQ(P2P_OK, config_parse_log_level("DEBUG", &l));
+    EXPECT_EQ(P2P_LOG_DEBUG, l);
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_parse_log_level("loud", &l));
+    p2p_progress_mode_t m;
+    EXPECT_EQ(P2P_OK, config_parse_progress("event", &m));
+    EXPECT_EQ(P2P_PROGRESS_EVENT, m);
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_parse_progress("spin", &m));
+}
+
+TEST(Config, PrintShowsEveryVariable) {
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_config_print(nullptr));
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT_NE(nullptr, f);
+    setenv("P2P_LOG_LEVEL", "info", 1);
+    ASSERT_EQ(P2P_OK, p2p_config_print(f));
+    std::fclose(f);
+    std::string out(buf, len);
+    std::free(buf);
+    for (const ConfigVar *v = config_table(); v->name != nullptr; ++v) {
+        EXPECT_NE(std::string::npos, out.find(std::string(v->name) + "="))
+            << v->name;
+    }
+    EXPECT_NE(std::string::npos, out.find("P2P_LOG_LEVEL=info   (set in environment)"));
+    unsetenv("P2P_LOG_LEVEL");
+}
+
+TEST(Status, EveryCodeHasDistinctText) {
+    std::set<std::string> seen;
+    for (int s = 1; s >= -15; --s) {
+        std::string text = p2p_status_string(static_cast<p2p_status_t>(s));
+        EXPECT_NE("unknown status", text) << s;
+        EXPECT_TRUE(seen.insert(text).second) << s;
+    }
+    EXPECT_STREQ("unknown status", p2p_status_string(static_cast<p2p_status_t>(-999)));
+    EXPECT_STREQ("success", p2p_status_string(P2P_OK));
+}
