@@ -12,6 +12,13 @@
 
 #include <ucxp2p/p2p.h>
 
+/* The library is built with -fvisibility=hidden; these are its API. */
+#if defined(__GNUC__)
+#define P2P_TOPO_API __attribute__((visibility("default")))
+#else
+#define P2P_TOPO_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,17 +32,17 @@ typedef struct p2p_topo *p2p_topo_h;
  * Errors: P2P_ERR_INVALID_PARAM (topo_p NULL, file missing or not hwloc
  * XML), P2P_ERR_UNSUPPORTED (built without hwloc), P2P_ERR_NO_MEMORY.
  */
-p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p);
+P2P_TOPO_API p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p);
 
 /** Errors: P2P_ERR_INVALID_HANDLE (NULL). */
-p2p_status_t p2p_topo_destroy(p2p_topo_h topo);
+P2P_TOPO_API p2p_status_t p2p_topo_destroy(p2p_topo_h topo);
 
 /**
  * Read RoCE ports and GIDs from another sysfs tree (laid out as
  * /sys/class/infiniband: DEV/ports/N/gids/K ...); NULL or "" disables it.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
-p2p_status_t p2p_topo_set_sysfs(p2p_topo_h topo, const char *sysfs_root);
+P2P_TOPO_API p2p_status_t p2p_topo_set_sysfs(p2p_topo_h topo, const char *sysfs_root);
 
 typedef struct {
     uint32_t num_numa_nodes;
@@ -45,7 +52,7 @@ typedef struct {
 } p2p_topo_info_t;
 
 /** Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL). */
-p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_p);
+P2P_TOPO_API p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_p);
 
 /**
  * Print NUMA nodes, GPUs, RDMA NICs (with PCIe bus id, NUMA node and
@@ -53,7 +60,7 @@ p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_p);
  * older than 1.19, a warning with the fix.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (stream NULL).
  */
-p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *stream);
+P2P_TOPO_API p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *stream);
 
 typedef struct {
     uint32_t num_rails;       /**< 0: no RDMA device chosen */
@@ -72,14 +79,14 @@ typedef struct {
  * named there that does not exist), P2P_ERR_NO_MEMORY (device list longer
  * than devices[]).
  */
-p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
+P2P_TOPO_API p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size,
                                  p2p_rail_plan_info_t *info_p);
 
 /** Print the plan (rails, reason, GID, UCX settings, notes) of one local
  *  rank. Errors: as p2p_topo_plan_query, P2P_ERR_INVALID_PARAM (stream
  *  NULL). */
-p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
+P2P_TOPO_API p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size, FILE *stream);
 
 /**
@@ -87,18 +94,18 @@ p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
  * ports, link layer, state and the GID index chosen for RoCE ports.
  * A missing tree prints "no rdma devices". Errors: P2P_ERR_INVALID_PARAM.
  */
-p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *stream);
+P2P_TOPO_API p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *stream);
 
 /** Print the library version and compiled-in features (hwloc, PMIx, CUDA,
  *  UCX version built against). Errors: P2P_ERR_INVALID_PARAM. */
-p2p_status_t p2p_build_print(FILE *stream);
+P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
 
 /**
  * Print the UCX library version in use and the transports/devices UCX
  * finds (a short-lived UCP context; honours UCX_* variables).
  * Errors: P2P_ERR_INVALID_PARAM, P2P_ERR_TRANSPORT (UCX could not start).
  */
-p2p_status_t p2p_ucx_print(FILE *stream);
+P2P_TOPO_API p2p_status_t p2p_ucx_print(FILE *stream);
 
 #ifdef __cplusplus
 }
