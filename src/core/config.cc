@@ -57,6 +57,11 @@ const ConfigVar kTable[] = {
      "collective of the bootstrap."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective."},
+    {"P2P_HOST_ID", "",
+     "Name that groups ranks into hosts when the TCP bootstrap computes "
+     "local rank/size (ranks sharing it are ordered by rank); empty: the "
+     "host name. Set it when containers on one machine have different host "
+     "names, or to simulate several hosts on one."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {
