@@ -287,7 +287,8 @@ p2p_status_t TcpBootstrap::client_allgather(
     }
     Header hdr;
     std::vector<uint8_t> payload;
-    FrameResult fr = frame_read(fd, dl, all_max(), &hdr, &payload, &err);
+    FrameResult fr = frame_read(fd, dl.extended(cfg_.grace_ms()), all_max(),
+                                &hdr, &payload, &err);
     if (fr == FrameResult::TIMEOUT) {
         failed_ = true;
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u waited %llu ms for the "
@@ -304,6 +305,15 @@ p2p_status_t TcpBootstrap::client_allgather(
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u: job aborted: %s",
                 cfg_.rank, why.c_str());
         return st;
+    }
+    if (fr == FrameResult::CLOSED || fr == FrameResult::ERROR) {
+        failed_ = true;
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u lost rank 0 during "
+                "allgather %llu (%s)", cfg_.rank,
+                static_cast<unsigned long long>(seq_),
+                fr == FrameResult::ERROR ? errno_string(err).c_str()
+                                         : frame_result_string(fr));
+        return P2P_ERR_BOOTSTRAP;
     }
     uint64_t got_seq = 0;
     std::vector<std::vector<uint8_t>> blobs;

@@ -38,6 +38,12 @@ struct TcpConfig {
     uint64_t timeout_ms = 0;
     uint64_t max_msg = 0;
 
+    /** Extra time a rank > 0 waits past its own deadline for rank 0's
+     *  verdict, so that rank 0 (which knows who is missing) reports first. */
+    uint64_t grace_ms() const {
+        return timeout_ms / 4 < 1000 ? timeout_ms / 4 : 1000;
+    }
+
     /** "addr:port" or "addr:[lo-hi]" for log lines. */
     std::string master_string() const;
 };

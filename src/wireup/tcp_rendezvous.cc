@@ -433,7 +433,8 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
     std::vector<uint8_t> payload;
     int err = 0;
     uint64_t max = 8 + uint64_t(cfg.size) * (8 + kMaxHostname);
-    FrameResult fr = frame_read(fd.get(), dl, max, &hdr, &payload, &err);
+    FrameResult fr = frame_read(fd.get(), dl.extended(cfg.grace_ms()), max,
+                                &hdr, &payload, &err);
     if (fr == FrameResult::TIMEOUT) {
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u waited %llu ms for the "
                 "other ranks to join rank 0", cfg.rank,

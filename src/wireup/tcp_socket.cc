@@ -32,6 +32,10 @@ Deadline Deadline::capped(uint64_t ms) const {
     return Deadline(now, end < end_ ? end : end_);
 }
 
+Deadline Deadline::extended(uint64_t ms) const {
+    return Deadline(start_, end_ + std::chrono::milliseconds(ms));
+}
+
 bool Deadline::expired() const { return Clock::now() >= end_; }
 
 int Deadline::poll_ms() const {

@@ -52,6 +52,8 @@ public:
     explicit Deadline(uint64_t ms);
     /** The earlier of this deadline and now + ms. */
     Deadline capped(uint64_t ms) const;
+    /** This deadline pushed back by ms. */
+    Deadline extended(uint64_t ms) const;
     bool expired() const;
     /** Remaining time for poll(): >= 0, rounded up. */
     int poll_ms() const;
