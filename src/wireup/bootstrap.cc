@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/log.h"
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <strings.h>
@@ -34,12 +35,24 @@ p2p_status_t resolve_auto(p2p_bootstrap_type_t *type) {
     return P2P_OK;
 }
 
-p2p_status_t create(p2p_bootstrap_type_t type, std::unique_ptr<Bootstrap> *out) {
-    if (type == P2P_BOOTSTRAP_AUTO) {
+p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
+    p2p_bootstrap_type_t type = P2P_BOOTSTRAP_AUTO;
+    switch (raw_type) {
+    case P2P_BOOTSTRAP_AUTO: {
         p2p_status_t st = resolve_auto(&type);
         if (st != P2P_OK) {
             return st;
         }
+        break;
+    }
+    case P2P_BOOTSTRAP_TCP:
+    case P2P_BOOTSTRAP_SINGLE:
+    case P2P_BOOTSTRAP_PMIX:
+        type = static_cast<p2p_bootstrap_type_t>(raw_type);
+        break;
+    default:
+        P2P_LOG(P2P_LOG_ERROR, "bootstrap: unknown type %d", raw_type);
+        return P2P_ERR_INVALID_PARAM;
     }
     switch (type) {
     case P2P_BOOTSTRAP_TCP:
@@ -48,13 +61,10 @@ p2p_status_t create(p2p_bootstrap_type_t type, std::unique_ptr<Bootstrap> *out) 
         *out = single_bootstrap_create();
         return P2P_OK;
     case P2P_BOOTSTRAP_PMIX:
+    default:
         // The PMIx bootstrap (pmix_bootstrap.cc) plugs in here when built.
         P2P_LOG(P2P_LOG_ERROR, "bootstrap: pmix is not available in this build");
         return P2P_ERR_UNSUPPORTED;
-    default:
-        P2P_LOG(P2P_LOG_ERROR, "bootstrap: unknown type %d",
-                static_cast<int>(type));
-        return P2P_ERR_INVALID_PARAM;
     }
 }
 
@@ -67,7 +77,12 @@ p2p_status_t bootstrap_create(p2p_bootstrap_type_t type,
     }
     try {
         std::unique_ptr<Bootstrap> b;
-        p2p_status_t st = create(type, &b);
+        // A C caller may pass any int: read it as one (loading an
+        // out-of-range value as the enum type is undefined in C++).
+        int raw_type = 0;
+        static_assert(sizeof(raw_type) == sizeof(type), "enum is int-sized");
+        std::memcpy(&raw_type, &type, sizeof(raw_type));
+        p2p_status_t st = create(raw_type, &b);
         if (st == P2P_OK) {
             *out = std::move(b);
             P2P_LOG(P2P_LOG_DEBUG, "bootstrap: %s, rank %u of %u", (*out)->name(),

@@ -196,6 +196,13 @@ std::string tcp_rank_list(const std::vector<uint32_t> &ranks) {
 }
 
 p2p_status_t tcp_rendezvous_root(const TcpConfig &cfg, TcpRendezvous *out) {
+    if (cfg.size == 1) {  // nobody to wait for: do not take a port
+        in_addr ip;
+        p2p_status_t st = tcp_listen_addr(cfg, &ip);
+        out->peers.resize(1);
+        out->hosts.assign(1, cfg.host);
+        return st;
+    }
     Fd lfd;
     uint16_t port = 0;
     p2p_status_t st = root_listen(cfg, &lfd, &port);

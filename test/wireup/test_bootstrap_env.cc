@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 using namespace ucxp2p;
@@ -97,8 +98,12 @@ TEST_F(BootstrapEnv, P2PVariablesWinOverTorchrunOnes) {
 TEST_F(BootstrapEnv, SelectionErrors) {
     std::unique_ptr<Bootstrap> b;
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, nullptr));
-    EXPECT_EQ(P2P_ERR_INVALID_PARAM,
-              bootstrap_create(static_cast<p2p_bootstrap_type_t>(42), &b));
+    // What a C caller passing 42 hands over (no out-of-range enum cast).
+    for (int bad : {42, -1, 4}) {
+        p2p_bootstrap_type_t t;
+        std::memcpy(&t, &bad, sizeof(t));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(t, &b)) << bad;
+    }
     EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_PMIX, &b));
     set("P2P_BOOTSTRAP", "bogus");
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));

@@ -218,8 +218,11 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
     const uint32_t n = 3;
     uint16_t port = wtest::free_port_block(1);
     std::vector<int> pids;
-    pids.push_back(wtest::spawn(job_env(0, n, port, "10000", token_),
-                                [n] { return full_job(n); }));
+    for (uint32_t r = 0; r < 2; ++r) {  // rank 2 comes after the strays
+        pids.push_back(wtest::spawn(job_env(r, n, port, "10000", token_),
+                                    [n] { return full_job(n); }));
+    }
+    uint64_t t0 = wtest::now_ms();
     const int reject = static_cast<int>(tcp::Msg::REJECT);
     std::string text;
     EXPECT_EQ(reject, stray(port, hello_frame(1, n, "wrong-token"), &text));
@@ -240,6 +243,12 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
     const char http[] = "GET / HTTP/1.0\r\n\r\n";
     EXPECT_EQ(-1, stray(port, std::vector<uint8_t>(http, http + sizeof(http) - 1),
                         &text));
+    // Rank 1 took its slot long ago: a second rank 1 is refused.
+    while (wtest::now_ms() - t0 < 1000) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(reject, stray(port, hello_frame(1, n, token_), &text));
+    EXPECT_NE(std::string::npos, text.find("already connected")) << text;
     // A connection that never says hello, held open during the whole job.
     sockaddr_in sa = {};
     sa.sin_family = AF_INET;
@@ -248,10 +257,8 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
     tcp::Fd mute;
     int err = 0;
     ASSERT_EQ(tcp::Io::OK, tcp::tcp_connect(sa, tcp::Deadline(2000), &mute, &err));
-    for (uint32_t r = 1; r < n; ++r) {
-        pids.push_back(wtest::spawn(job_env(r, n, port, "10000", token_),
-                                    [n] { return full_job(n); }));
-    }
+    pids.push_back(wtest::spawn(job_env(2, n, port, "10000", token_),
+                                [n] { return full_job(n); }));
     std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
     for (uint32_t r = 0; r < n; ++r) {
         EXPECT_EQ(0, codes[r]) << "rank " << r;
