@@ -77,6 +77,11 @@ const ConfigVar kTable[] = {
      "RoCE GID index given to UCX (UCX_IB_GID_INDEX, unless set): auto "
      "picks RoCE v2 with an IPv4-mapped address, else RoCE v2 IPv6 (not "
      "link-local), else RoCE v1, from /sys/class/infiniband; or a number."},
+    {"P2P_HOST_ID", "",
+     "Name that groups ranks into hosts when the TCP bootstrap computes "
+     "local rank/size (ranks sharing it are ordered by rank); empty: the "
+     "host name. Set it when containers on one machine have different host "
+     "names, or to simulate several hosts on one."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {
