@@ -22,8 +22,9 @@ const ConfigVar kTable[] = {
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
     {"P2P_BOOTSTRAP", "auto",
-     "Bootstrap: auto, tcp, single (pmix in a later release). auto picks tcp "
-     "when RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
+     "Bootstrap: auto, pmix, tcp, single. auto picks pmix when a PMIx "
+     "launcher (srun --mpi=pmix, mpirun) started the process, else tcp when "
+     "RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
     {"P2P_MASTER_ADDR", "",
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},
