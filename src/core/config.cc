@@ -18,6 +18,11 @@ const ConfigVar kTable[] = {
      "whenever idle)."},
     {"P2P_SPIN_US", "50",
      "Adaptive mode: microseconds to keep polling after the last activity."},
+    {"P2P_SPIN_BUSY_US", "2000",
+     "Adaptive mode: microseconds to keep polling after the last activity "
+     "while operations are in flight (a message is probably on its way; "
+     "sleeping would add wake-up latency to every fragment). Yields the CPU "
+     "between polls."},
     {"P2P_PEER_TIMEOUT_MS", "3000",
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
