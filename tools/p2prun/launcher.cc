@@ -157,12 +157,14 @@ void Launcher::signal_all(int sig) {
 }
 
 void Launcher::begin_termination() {
-    if (phase_ != Phase::kRunning) {
-        return;
+    if (!term_sent_) {
+        term_sent_ = true;
+        signal_all(SIGTERM);
     }
-    phase_ = Phase::kTermSent;
-    signal_all(SIGTERM);
-    kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    if (phase_ == Phase::kRunning) {
+        phase_ = Phase::kTermSent;
+        kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    }
 }
 
 void Launcher::escalate_to_kill() {
@@ -221,6 +223,7 @@ void Launcher::on_signal(int signo) {
            "), forwarding it to the ranks");
     set_exit_code(128 + signo);
     signal_all(signo);
+    term_sent_ = term_sent_ || signo == SIGTERM;
     if (phase_ == Phase::kRunning) {
         phase_ = Phase::kTermSent;
         kill_at_ = Clock::now() + seconds(opts_.grace_s);
@@ -285,7 +288,9 @@ void Launcher::event_loop() {
         Clock::time_point now = Clock::now();
         bool leaders_done = all_reaped();
         if (leaders_done && !drain_started_) {
-            // Kill what the ranks left behind in their groups, then drain.
+            // Kill what the ranks left behind in their groups (a forwarded
+            // SIGINT, say, may not have ended a rank's background job),
+            // then drain.
             if (any_group_alive()) {
                 begin_termination();
             } else {

@@ -66,6 +66,7 @@ private:
     Phase phase_ = Phase::kRunning;
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
     int user_signals_ = 0;
+    bool term_sent_ = false;  // SIGTERM went to all groups
     bool have_timeout_ = false;
     Clock::time_point timeout_at_{};
     Clock::time_point kill_at_{};     // phase kTermSent: when SIGKILL follows
