@@ -53,6 +53,14 @@ TEST(P2prunExit, FirstFailureDecidesAndOthersAreKilledPromptly) {
     }
 }
 
+TEST(P2prunExit, RankOutputComesBeforeTheReportOnIt) {
+    TempDir dir;
+    Result r = run(dir, {"-n", "1", "sh", "-c", "echo out; printf 'last words' >&2; exit 7"});
+    EXPECT_EQ(7, r.code);
+    EXPECT_EQ("[0] out\n", r.out);
+    EXPECT_EQ("[0] last words\np2prun: rank 0 exited with status 7\n", r.err);
+}
+
 TEST(P2prunExit, KeepGoingWaitsForAllAndReturnsFirstFailure) {
     TempDir dir;
     std::string done = dir.file("done");

@@ -181,7 +181,13 @@ void Launcher::escalate_to_kill() {
 }
 
 void Launcher::on_rank_exit(int rank, int status) {
-    ranks_[rank]->proc.set_reaped(status);
+    Rank &r = *ranks_[rank];
+    r.proc.set_reaped(status);
+    // Relay what the rank wrote before it died ahead of the report on it.
+    for (Stream *s : {&r.out, &r.err}) {
+        for (int i = 0; i < 64 && s->fd.valid() && read_stream(s); ++i) {
+        }
+    }
     int code = exit_code_of(status);
     // Ranks ending after p2prun started killing them are not failures of
     // their own.
@@ -232,23 +238,23 @@ void Launcher::on_signal(int signo) {
     }
 }
 
-void Launcher::read_stream(Stream *s) {
+bool Launcher::read_stream(Stream *s) {
     static char buf[65536];
     for (;;) {
         ssize_t n = ::read(s->fd.get(), buf, sizeof(buf));
         if (n > 0) {
             s->relay.feed(buf, static_cast<size_t>(n));
-            return;  // one chunk per wake-up keeps the ranks fair
+            return true;  // one chunk per wake-up keeps the ranks fair
         }
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n < 0 && errno == EAGAIN) {
-            return;
+            return false;
         }
         s->relay.finish();  // end of file or read error
         s->fd.reset();
-        return;
+        return false;
     }
 }
 

@@ -49,7 +49,8 @@ private:
     void reap();
     void on_rank_exit(int rank, int status);
     void on_signal(int signo);
-    void read_stream(Stream *s);
+    // Reads one chunk; true when data came (more may follow).
+    bool read_stream(Stream *s);
     void begin_termination();
     void escalate_to_kill();
     void signal_all(int sig);
