@@ -164,3 +164,20 @@ INSTANTIATE_TEST_SUITE_P(Signals, P2prunSignal, ::testing::Values(SIGTERM, SIGIN
                                                 : info.param == SIGTERM ? "SIGTERM"
                                                                         : "SIGHUP");
                          });
+
+TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
+    TempDir dir;
+    // Ranks ignore SIGINT and SIGTERM: only SIGKILL ends them.
+    P2prun p(dir, {"-n", "2", "--grace", "20", "sh", "-c", "trap '' INT TERM; " + sleeper(dir)});
+    ASSERT_TRUE(wait_for_files({dir.file("sleep.0"), dir.file("sleep.1")}, 10));
+    ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
+    ::usleep(200000);
+    double second = now_s();
+    ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(130, r.code) << r.err;
+    EXPECT_LT(now_s() - second, 3.0);
+    EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.0"))));
+    EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.1"))));
+}
