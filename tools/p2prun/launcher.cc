@@ -157,12 +157,14 @@ void Launcher::signal_all(int sig) {
 }
 
 void Launcher::begin_termination() {
-    if (phase_ != Phase::kRunning) {
-        return;
+    if (!term_sent_) {
+        term_sent_ = true;
+        signal_all(SIGTERM);
     }
-    phase_ = Phase::kTermSent;
-    signal_all(SIGTERM);
-    kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    if (phase_ == Phase::kRunning) {
+        phase_ = Phase::kTermSent;
+        kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    }
 }
 
 void Launcher::escalate_to_kill() {
@@ -179,7 +181,13 @@ void Launcher::escalate_to_kill() {
 }
 
 void Launcher::on_rank_exit(int rank, int status) {
-    ranks_[rank]->proc.set_reaped(status);
+    Rank &r = *ranks_[rank];
+    r.proc.set_reaped(status);
+    // Relay what the rank wrote before it died ahead of the report on it.
+    for (Stream *s : {&r.out, &r.err}) {
+        for (int i = 0; i < 64 && s->fd.valid() && read_stream(s); ++i) {
+        }
+    }
     int code = exit_code_of(status);
     // Ranks ending after p2prun started killing them are not failures of
     // their own.
@@ -221,6 +229,7 @@ void Launcher::on_signal(int signo) {
            "), forwarding it to the ranks");
     set_exit_code(128 + signo);
     signal_all(signo);
+    term_sent_ = term_sent_ || signo == SIGTERM;
     if (phase_ == Phase::kRunning) {
         phase_ = Phase::kTermSent;
         kill_at_ = Clock::now() + seconds(opts_.grace_s);
@@ -229,23 +238,23 @@ void Launcher::on_signal(int signo) {
     }
 }
 
-void Launcher::read_stream(Stream *s) {
+bool Launcher::read_stream(Stream *s) {
     static char buf[65536];
     for (;;) {
         ssize_t n = ::read(s->fd.get(), buf, sizeof(buf));
         if (n > 0) {
             s->relay.feed(buf, static_cast<size_t>(n));
-            return;  // one chunk per wake-up keeps the ranks fair
+            return true;  // one chunk per wake-up keeps the ranks fair
         }
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n < 0 && errno == EAGAIN) {
-            return;
+            return false;
         }
         s->relay.finish();  // end of file or read error
         s->fd.reset();
-        return;
+        return false;
     }
 }
 
@@ -285,7 +294,9 @@ void Launcher::event_loop() {
         Clock::time_point now = Clock::now();
         bool leaders_done = all_reaped();
         if (leaders_done && !drain_started_) {
-            // Kill what the ranks left behind in their groups, then drain.
+            // Kill what the ranks left behind in their groups (a forwarded
+            // SIGINT, say, may not have ended a rank's background job),
+            // then drain.
             if (any_group_alive()) {
                 begin_termination();
             } else {

@@ -49,7 +49,8 @@ private:
     void reap();
     void on_rank_exit(int rank, int status);
     void on_signal(int signo);
-    void read_stream(Stream *s);
+    // Reads one chunk; true when data came (more may follow).
+    bool read_stream(Stream *s);
     void begin_termination();
     void escalate_to_kill();
     void signal_all(int sig);
@@ -66,6 +67,7 @@ private:
     Phase phase_ = Phase::kRunning;
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
     int user_signals_ = 0;
+    bool term_sent_ = false;  // SIGTERM went to all groups
     bool have_timeout_ = false;
     Clock::time_point timeout_at_{};
     Clock::time_point kill_at_{};     // phase kTermSent: when SIGKILL follows

@@ -1,6 +1,7 @@
 #include "unique_fd.h"
 
 #include <fcntl.h>
+#include <poll.h>
 
 #include <cerrno>
 
@@ -27,6 +28,12 @@ bool write_all(int fd, const char *buf, size_t len) {
         ssize_t n = ::write(fd, buf, len);
         if (n < 0) {
             if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                // An inherited non-blocking stdout: wait like a blocking write.
+                pollfd p{fd, POLLOUT, 0};
+                (void)::poll(&p, 1, -1);
                 continue;
             }
             return false;
