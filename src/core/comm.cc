@@ -22,6 +22,12 @@ struct BlobHeader {
 
 void send_cb(void *request, ucs_status_t st, void *user_data) {
     Op *op = static_cast<Op *>(user_data);
+    if (op->posting) {  // inside ucp_tag_send_nbx: the poster finishes it
+        op->done_in_post = true;
+        op->post_status = st;
+        op->post_bytes = op->entry.bytes;
+        return;
+    }
     if (op->comm == nullptr) {  // orphaned by a communicator torn down early
         ucp_request_free(request);
         delete op;
@@ -34,12 +40,19 @@ void send_cb(void *request, ucs_status_t st, void *user_data) {
 void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data) {
     Op *op = static_cast<Op *>(user_data);
+    size_t length = (st == UCS_OK && info != nullptr) ? info->length : 0;
+    if (op->posting) {  // inside ucp_tag_recv_nbx: the poster finishes it
+        op->done_in_post = true;
+        op->post_status = st;
+        op->post_bytes = length;
+        return;
+    }
     if (op->comm == nullptr) {
         ucp_request_free(request);
         delete op;
         return;
     }
-    op->comm->complete(op, st, (st == UCS_OK && info != nullptr) ? info->length : 0);
+    op->comm->complete(op, st, length);
     ucp_request_free(request);
 }
 
@@ -313,26 +326,35 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     prm.user_data = op;
     prm.memh = it.mem->memh;
     void *req;
-    ucp_tag_recv_info_t info = {};
+    op->posting = true;
     if (is_send) {
         prm.cb.send = send_cb;
         req = ucp_tag_send_nbx(ep, it.buffer, it.length,
                                make_tag(id_, rank_, it.tensor_id), &prm);
     } else {
-        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+        // Always through the callback: UCX 1.13 reports no length for a
+        // receive completed immediately (recv_info is not filled there).
+        prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         prm.cb.recv = recv_cb;
-        prm.recv_info.tag_info = &info;
         req = ucp_tag_recv_nbx(ctx_->worker(), it.buffer, it.length,
                                make_tag(id_, it.peer, it.tensor_id),
                                ~static_cast<ucp_tag_t>(0), &prm);
+    }
+    op->posting = false;
+    if (op->done_in_post) {
+        if (UCS_PTR_IS_PTR(req)) {
+            ucp_request_free(req);
+        }
+        complete(op, op->post_status, op->post_bytes);
+        return P2P_OK;
     }
     if (UCS_PTR_IS_PTR(req)) {
         op->request = req;
         link(op);
         return P2P_OK;
     }
-    ucs_status_t st = UCS_PTR_STATUS(req);
-    complete(op, st, is_send ? it.length : info.length);
+    // Completed at once without a callback (a send; or an error).
+    complete(op, UCS_PTR_STATUS(req), is_send ? it.length : 0);
     return P2P_OK;
 }
 

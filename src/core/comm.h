@@ -42,6 +42,13 @@ struct Op {
     Op *prev = nullptr, *next = nullptr;
     p2p_completion_t entry{};
     bool is_send = false;
+    // UCX may run the callback inside the posting call (e.g. a receive that
+    // matches a message already here); the callback then only records the
+    // result and the poster completes the operation after the call returns.
+    bool posting = false;
+    bool done_in_post = false;
+    ucs_status_t post_status = UCS_OK;
+    size_t post_bytes = 0;
 };
 
 /** A block to post, validated. */
