@@ -109,7 +109,8 @@ void run_threads(int argc, char **argv) {
             for (uint32_t p = 0; p < r.size(); ++p) {
                 uint32_t tid = static_cast<uint32_t>(t * 1000 + k);
                 // Big messages only now and then: 2 cores, many threads.
-                size_t len = kSizes[(k + p + t) % 6];
+                // Symmetric in (rank, peer): both sides agree on the size.
+                size_t len = kSizes[(k + p + r.rank() + t) % 6];
                 if (len > 65536 && (t + k) % 4 != 0) {
                     len = 4093;
                 }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <regex>
 #include <string>
 #include <sys/stat.h>
@@ -26,6 +27,9 @@ struct Transport {
     const char *name;
     std::vector<std::string> env; // NAME=VALUE passed with -x
 };
+
+// gtest prints parameters of failing tests with this.
+void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
 
 const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
 const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};
