@@ -18,12 +18,18 @@ const ConfigVar kTable[] = {
      "whenever idle)."},
     {"P2P_SPIN_US", "50",
      "Adaptive mode: microseconds to keep polling after the last activity."},
+    {"P2P_SPIN_BUSY_US", "2000",
+     "Adaptive mode: microseconds to keep polling after the last activity "
+     "while operations are in flight (a message is probably on its way; "
+     "sleeping would add wake-up latency to every fragment). Yields the CPU "
+     "between polls."},
     {"P2P_PEER_TIMEOUT_MS", "3000",
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
     {"P2P_BOOTSTRAP", "auto",
-     "Bootstrap: auto, tcp, single (pmix in a later release). auto picks tcp "
-     "when RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
+     "Bootstrap: auto, pmix, tcp, single. auto picks pmix when a PMIx "
+     "launcher (srun --mpi=pmix, mpirun) started the process, else tcp when "
+     "RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
     {"P2P_MASTER_ADDR", "",
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},
@@ -57,6 +63,31 @@ const ConfigVar kTable[] = {
      "collective of the bootstrap."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective."},
+    {"P2P_PMIX_MODEX", "collect",
+     "PMIx bootstrap data exchange: collect (each fence brings every rank's "
+     "blob to every node, gets are local) or direct (the fence is a barrier "
+     "only; each get fetches one peer's blob from its node on demand). See "
+     "docs/WIREUP.md for measurements."},
+    {"P2P_RAILS", "auto",
+     "RDMA NICs (rails) of each local rank: auto (the NICs nearest the "
+     "rank's GPU -- or its NUMA node without GPUs -- shared fairly among the "
+     "ranks near them), N (the N nearest NICs), or a list of device names "
+     "(mlx5_0,mlx5_1 or rdmap16s27:1). Applied through UCX_NET_DEVICES and "
+     "UCX_MAX_RNDV_RAILS unless the user set those; p2p_info shows the plan."},
+    {"P2P_HCA", "",
+     "Restrict automatic rail choice to matching RDMA devices, as "
+     "NCCL_IB_HCA: comma-separated name prefixes (mlx5), '=' for an exact "
+     "name (=mlx5_bond_0), ':port' to pick a port, a leading '^' to exclude "
+     "instead. Empty: all devices."},
+    {"P2P_IB_GID_INDEX", "auto",
+     "RoCE GID index given to UCX (UCX_IB_GID_INDEX, unless set): auto "
+     "picks RoCE v2 with an IPv4-mapped address, else RoCE v2 IPv6 (not "
+     "link-local), else RoCE v1, from /sys/class/infiniband; or a number."},
+    {"P2P_HOST_ID", "",
+     "Name that groups ranks into hosts when the TCP bootstrap computes "
+     "local rank/size (ranks sharing it are ordered by rank); empty: the "
+     "host name. Set it when containers on one machine have different host "
+     "names, or to simulate several hosts on one."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {
