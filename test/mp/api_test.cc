@@ -1,0 +1,316 @@
+/*
+ * api_test: the contract of include/ucxp2p/p2p.h, one process
+ * (P2P_BOOTSTRAP=single). This file: status strings, version, config,
+ * contexts, bootstraps, registrations. api_test_comm.cc: communicators,
+ * transfers, queues.
+ */
+#include "api_util.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <set>
+#include <string>
+
+using apitest::bogus_handle;
+using apitest::Buf;
+using apitest::EnvGuard;
+
+namespace {
+
+/** Runs before main: make every test a single-process job. */
+struct SingleJob {
+    SingleJob() {
+        setenv("P2P_BOOTSTRAP", "single", 1);
+        for (const char *v :
+             {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+              "P2P_RANK", "P2P_WORLD_SIZE", "P2P_PROGRESS", "P2P_SPIN_US",
+              "P2P_LOG_LEVEL", "P2P_PEER_TIMEOUT_MS"}) {
+            unsetenv(v);
+        }
+    }
+} g_single_job;
+
+const p2p_status_t kAllStatus[] = {
+    P2P_OK,                P2P_IN_PROGRESS,      P2P_ERR_INVALID_PARAM,
+    P2P_ERR_INVALID_HANDLE, P2P_ERR_NO_MEMORY,   P2P_ERR_NOT_REGISTERED,
+    P2P_ERR_BAD_RANK,      P2P_ERR_TRUNCATED,    P2P_ERR_PEER_FAILURE,
+    P2P_ERR_CANCELED,      P2P_ERR_TIMEOUT,      P2P_ERR_BUSY,
+    P2P_ERR_SHUTDOWN,      P2P_ERR_BOOTSTRAP,    P2P_ERR_UNSUPPORTED,
+    P2P_ERR_TRANSPORT,     P2P_ERR_NO_DEVICE};
+
+} // namespace
+
+// ------------------------------------------------------------------ status, version
+
+TEST(ApiStatus, EveryStatusHasDistinctText) {
+    std::set<std::string> seen;
+    for (p2p_status_t s : kAllStatus) {
+        const char *t = p2p_status_string(s);
+        ASSERT_NE(nullptr, t) << s;
+        EXPECT_GT(std::strlen(t), 0u) << s;
+        EXPECT_TRUE(seen.insert(t).second) << "duplicate text '" << t << "'";
+    }
+    ASSERT_NE(nullptr, p2p_status_string(static_cast<p2p_status_t>(-999)));
+    ASSERT_NE(nullptr, p2p_status_string(static_cast<p2p_status_t>(77)));
+}
+
+TEST(ApiVersion, MatchesHeader) {
+    const char *v = p2p_version();
+    ASSERT_NE(nullptr, v);
+    char want[32];
+    std::snprintf(want, sizeof(want), "%d.%d.", UCXP2P_VERSION_MAJOR,
+                  UCXP2P_VERSION_MINOR);
+    EXPECT_EQ(0, std::strncmp(v, want, std::strlen(want))) << v;
+}
+
+// ------------------------------------------------------------------ config
+
+TEST(ApiConfig, PrintRejectsNullStream) {
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_config_print(nullptr));
+}
+
+TEST(ApiConfig, PrintListsVariables) {
+    FILE *f = std::tmpfile();
+    ASSERT_NE(nullptr, f);
+    ASSERT_EQ(P2P_OK, p2p_config_print(f));
+    std::rewind(f);
+    std::string text;
+    char b[512];
+    size_t n;
+    while ((n = std::fread(b, 1, sizeof(b), f)) > 0) {
+        text.append(b, n);
+    }
+    std::fclose(f);
+    for (const char *v : {"P2P_PROGRESS", "P2P_SPIN_US", "P2P_PEER_TIMEOUT_MS",
+                          "P2P_LOG_LEVEL", "P2P_BOOTSTRAP"}) {
+        EXPECT_NE(std::string::npos, text.find(v)) << v << " missing in:\n" << text;
+    }
+}
+
+// ------------------------------------------------------------------ context
+
+TEST(ApiContext, NullOutput) {
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_context_create(nullptr, nullptr));
+}
+
+struct BadConfig {
+    const char *name;
+    p2p_config_t cfg;
+};
+
+TEST(ApiContext, BadConfigFieldValues) {
+    p2p_config_t mode{}, level{}, flag{}, mode_neg{};
+    mode.field_mask = P2P_CONFIG_FIELD_PROGRESS_MODE;
+    mode.progress_mode = static_cast<p2p_progress_mode_t>(3);
+    mode_neg.field_mask = P2P_CONFIG_FIELD_PROGRESS_MODE;
+    mode_neg.progress_mode = static_cast<p2p_progress_mode_t>(-1);
+    level.field_mask = P2P_CONFIG_FIELD_LOG_LEVEL;
+    level.log_level = static_cast<p2p_log_level_t>(42);
+    flag.field_mask = 1u << 20; // no such field
+    for (const BadConfig &b : {BadConfig{"progress_mode 3", mode},
+                               BadConfig{"progress_mode -1", mode_neg},
+                               BadConfig{"log_level 42", level},
+                               BadConfig{"unknown field bit", flag}}) {
+        p2p_context_h ctx = bogus_handle<p2p_context_h>();
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_context_create(&b.cfg, &ctx))
+            << b.name;
+        EXPECT_EQ(bogus_handle<p2p_context_h>(), ctx)
+            << b.name << ": output written on failure";
+    }
+}
+
+TEST(ApiContext, BadEnvironmentValues) {
+    const std::pair<const char *, const char *> bad[] = {
+        {"P2P_PROGRESS", "bogus"},  {"P2P_PROGRESS", "busy2"},
+        {"P2P_SPIN_US", "abc"},     {"P2P_SPIN_US", "-5"},
+        {"P2P_SPIN_US", "12x"},     {"P2P_SPIN_US", "99999999999999999999"},
+        {"P2P_PEER_TIMEOUT_MS", "soon"}, {"P2P_LOG_LEVEL", "loud"}};
+    for (const auto &kv : bad) {
+        EnvGuard g(kv.first, kv.second);
+        p2p_context_h ctx = nullptr;
+        p2p_status_t st = p2p_context_create(nullptr, &ctx);
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, st)
+            << kv.first << "=" << kv.second << " accepted";
+        if (st == P2P_OK) {
+            p2p_context_destroy(ctx);
+        }
+    }
+}
+
+TEST(ApiContext, GoodEnvironmentValues) {
+    for (const char *mode : {"adaptive", "busy", "event"}) {
+        EnvGuard g("P2P_PROGRESS", mode);
+        EnvGuard s("P2P_SPIN_US", "10");
+        p2p_context_h ctx = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx)) << mode;
+        EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx)) << mode;
+    }
+}
+
+TEST(ApiContext, ConfigFieldOverridesEnvironment) {
+    // A field named in field_mask does not come from the environment.
+    EnvGuard g("P2P_PROGRESS", "bogus");
+    p2p_config_t cfg = apitest::mode_config(P2P_PROGRESS_EVENT);
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(&cfg, &ctx));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiContext, DestroyInvalidHandles) {
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_context_destroy(nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_context_destroy(bogus_handle<p2p_context_h>()));
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_context_destroy(ctx));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_context_destroy(ctx)); // double
+}
+
+TEST(ApiContext, UseAfterDestroy) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_context_destroy(ctx));
+    Buf b(64);
+    p2p_mem_h mem = bogus_handle<p2p_mem_h>();
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_register(ctx, b.data(), 64, &mem));
+    EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem);
+    p2p_bootstrap_h bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    p2p_comm_h comm = bogus_handle<p2p_comm_h>();
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_create(ctx, bs, &comm));
+    EXPECT_EQ(bogus_handle<p2p_comm_h>(), comm);
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+}
+
+TEST(ApiContext, SeveralContextsAtOnce) {
+    p2p_context_h a = nullptr, b = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &a));
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &b));
+    EXPECT_NE(a, b);
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(a));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(b));
+}
+
+// ------------------------------------------------------------------ bootstrap
+
+TEST(ApiBootstrap, CreateErrors) {
+    p2p_bootstrap_h bs = bogus_handle<p2p_bootstrap_h>();
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+              p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+              p2p_bootstrap_create(static_cast<p2p_bootstrap_type_t>(99), &bs));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+              p2p_bootstrap_create(static_cast<p2p_bootstrap_type_t>(-1), &bs));
+    EXPECT_EQ(bogus_handle<p2p_bootstrap_h>(), bs);
+}
+
+TEST(ApiBootstrap, PmixOutsideLauncherFails) {
+    // "Not available yet" (UNSUPPORTED); a build with PMIx support outside a
+    // PMIx launcher cannot join a job either (BOOTSTRAP).
+    p2p_bootstrap_h bs = nullptr;
+    p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_PMIX, &bs);
+    EXPECT_TRUE(st == P2P_ERR_UNSUPPORTED || st == P2P_ERR_BOOTSTRAP)
+        << p2p_status_string(st);
+    if (st == P2P_OK) {
+        p2p_bootstrap_destroy(bs);
+    }
+}
+
+TEST(ApiBootstrap, BadEnvironment) {
+    {
+        EnvGuard g("P2P_BOOTSTRAP", "bogus");
+        p2p_bootstrap_h bs = nullptr;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+                  p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    }
+    const std::pair<const char *, const char *> bad[][2] = {
+        {{"RANK", "abc"}, {"WORLD_SIZE", "2"}},
+        {{"RANK", "2"}, {"WORLD_SIZE", "2"}},
+        {{"RANK", "0"}, {"WORLD_SIZE", "0"}},
+        {{"RANK", "0"}, {"WORLD_SIZE", "-3"}},
+    };
+    for (const auto &kv : bad) {
+        EnvGuard t("P2P_BOOTSTRAP", "tcp");
+        EnvGuard a(kv[0].first, kv[0].second);
+        EnvGuard b(kv[1].first, kv[1].second);
+        EnvGuard p("MASTER_PORT", "1"); // never reached: must fail before
+        EnvGuard to("P2P_BOOTSTRAP_TIMEOUT_MS", "2000");
+        p2p_bootstrap_h bs = nullptr;
+        p2p_status_t st = P2P_OK;
+        apitest::bounded("p2p_bootstrap_create with bad variables", 20, [&] {
+            st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs);
+        });
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, st)
+            << kv[0].first << "=" << kv[0].second << " " << kv[1].first << "="
+            << kv[1].second << ": " << p2p_status_string(st);
+        if (st == P2P_OK) {
+            p2p_bootstrap_destroy(bs);
+        }
+    }
+}
+
+TEST(ApiBootstrap, SingleQueryBarrierDestroy) {
+    p2p_bootstrap_h bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    p2p_bootstrap_info_t info{};
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_bootstrap_query(bs, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_query(bs, &info));
+    EXPECT_EQ(0u, info.rank);
+    EXPECT_EQ(1u, info.size);
+    EXPECT_EQ(0u, info.local_rank);
+    EXPECT_EQ(1u, info.local_size);
+    ASSERT_NE(nullptr, info.name);
+    EXPECT_STREQ("single", info.name);
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_barrier(bs));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_query(bs, &info));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_barrier(bs));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_destroy(nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_bootstrap_destroy(bogus_handle<p2p_bootstrap_h>()));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_query(nullptr, &info));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_bootstrap_barrier(nullptr));
+}
+
+// ------------------------------------------------------------------ memory
+
+TEST(ApiMem, RegisterErrors) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    Buf b(4096);
+    p2p_mem_h mem = bogus_handle<p2p_mem_h>();
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_register(nullptr, b.data(), 64, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_mem_register(bogus_handle<p2p_context_h>(), b.data(), 64, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_register(ctx, nullptr, 64, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_register(ctx, b.data(), 0, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_register(ctx, b.data(), 64, nullptr));
+    EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem) << "output written on failure";
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiMem, DeregisterErrors) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    Buf b(4096);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), 4096, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(bogus_handle<p2p_mem_h>()));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(mem)); // double
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiMem, ContextDestroyReleasesRegistrations) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    Buf b(8192);
+    p2p_mem_h m1 = nullptr, m2 = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), 8192, &m1));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data() + 100, 1000, &m2)); // overlap
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(m2));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(m1));
+}

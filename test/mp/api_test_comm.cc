@@ -1,0 +1,530 @@
+/*
+ * api_test: communicators, transfers and completion queues in one process
+ * (rank 0 of 1 sends to itself).
+ */
+#include "api_util.h"
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+using apitest::ApiFixture;
+using apitest::bogus_handle;
+using apitest::bounded;
+using apitest::Buf;
+
+namespace {
+
+uint8_t pat(size_t i, uint32_t tid) {
+    return static_cast<uint8_t>((i * 131u) ^ (i >> 9) ^ (tid * 17u) ^ 0x5b);
+}
+
+} // namespace
+
+// ------------------------------------------------------------------ comm
+
+TEST(ApiComm, CreateErrors) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr, dead_bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &dead_bs));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_destroy(dead_bs));
+    p2p_comm_h comm = bogus_handle<p2p_comm_h>();
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_create(nullptr, bs, &comm));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_comm_create(bogus_handle<p2p_context_h>(), bs, &comm));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_create(ctx, nullptr, &comm));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_create(ctx, dead_bs, &comm));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_create(ctx, bs, nullptr));
+    EXPECT_EQ(bogus_handle<p2p_comm_h>(), comm) << "output written on failure";
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST_F(ApiFixture, CommQuery) {
+    p2p_comm_info_t info{};
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_query(comm_, nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_query(nullptr, &info));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_comm_query(bogus_handle<p2p_comm_h>(), &info));
+    ASSERT_EQ(P2P_OK, p2p_comm_query(comm_, &info));
+    EXPECT_EQ(0u, info.rank);
+    EXPECT_EQ(1u, info.size);
+    EXPECT_EQ(0u, info.local_rank);
+    EXPECT_EQ(1u, info.local_size);
+    EXPECT_LT(info.id, 256u);
+}
+
+TEST_F(ApiFixture, AtMost256CommunicatorsPerContext) {
+    std::vector<p2p_comm_h> comms{comm_};
+    std::set<uint32_t> ids;
+    p2p_comm_info_t info{};
+    ASSERT_EQ(P2P_OK, p2p_comm_query(comm_, &info));
+    ids.insert(info.id);
+    p2p_status_t st = P2P_OK;
+    while (comms.size() < 300) {
+        p2p_comm_h c = nullptr;
+        st = p2p_comm_create(ctx_, bs_, &c);
+        if (st != P2P_OK) {
+            break;
+        }
+        ASSERT_EQ(P2P_OK, p2p_comm_query(c, &info));
+        EXPECT_TRUE(ids.insert(info.id).second) << "id " << info.id << " reused";
+        comms.push_back(c);
+    }
+    EXPECT_EQ(P2P_ERR_BUSY, st) << p2p_status_string(st);
+    EXPECT_EQ(256u, comms.size());
+    // Destroying one frees its id.
+    ASSERT_EQ(P2P_OK, p2p_comm_destroy(comms.back()));
+    comms.pop_back();
+    p2p_comm_h again = nullptr;
+    EXPECT_EQ(P2P_OK, p2p_comm_create(ctx_, bs_, &again));
+    if (again != nullptr) {
+        comms.push_back(again);
+    }
+    for (size_t i = 1; i < comms.size(); ++i) {
+        EXPECT_EQ(P2P_OK, p2p_comm_destroy(comms[i]));
+    }
+}
+
+TEST(ApiComm, DestroyAndUseAfterDestroy) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
+    Buf b(64);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), 64, &mem));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_destroy(nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_shutdown(nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_destroy(bogus_handle<p2p_comm_h>()));
+    ASSERT_EQ(P2P_OK, p2p_comm_destroy(comm));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_destroy(comm)); // double
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_shutdown(comm));
+    p2p_comm_info_t info;
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_query(comm, &info));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_comm_send(comm, 0, 1, b.data(), 8, mem, nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_comm_recv(comm, 0, 1, b.data(), 8, mem, nullptr));
+    p2p_block_t blk{0, 1, b.data(), 8, mem, nullptr};
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_send_batch(comm, &blk, 1, nullptr));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_recv_batch(comm, &blk, 1, nullptr));
+    p2p_completion_t e;
+    size_t n = 0;
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_poll(comm, P2P_QUEUE_RECV, &e, 1, &n));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_comm_wait(comm, P2P_QUEUE_RECV, &e, 1, &n, 10));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_pending(comm, P2P_QUEUE_SEND, &n));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiComm, BootstrapNeedOnlyOutliveCreate) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    Buf b(256);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), 256, &mem));
+    b.data()[0] = 42;
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 9, b.data() + 128, 128, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm, 0, 9, b.data(), 128, mem, nullptr));
+    p2p_completion_t c{};
+    size_t n = 0;
+    ASSERT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(42, b.data()[128]);
+    ASSERT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_SEND, &c, 1, &n, 10000));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiComm, TwoCommunicatorsDoNotMatchEachOther) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h a = nullptr, b = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &a));
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &b));
+    Buf buf(64, 7);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, buf.data(), 64, &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(b, 0, 5, buf.data() + 32, 16, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(a, 0, 5, buf.data(), 16, mem, nullptr));
+    p2p_completion_t c{};
+    size_t n = 0;
+    EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_comm_wait(b, P2P_QUEUE_RECV, &c, 1, &n, 300))
+        << "a message sent on one communicator matched a receive of another";
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(a, 0, 5, buf.data() + 16, 16, mem, nullptr));
+    EXPECT_EQ(P2P_OK, p2p_comm_wait(a, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(P2P_OK, p2p_comm_send(b, 0, 5, buf.data(), 16, mem, nullptr));
+    EXPECT_EQ(P2P_OK, p2p_comm_wait(b, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(a));
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(b));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+// ------------------------------------------------------------------ post errors
+
+TEST_F(ApiFixture, PostErrorsQueueNothing) {
+    const size_t kLen = 4096;
+    Buf b(kLen), other(kLen), gone_buf(64);
+    p2p_mem_h mem = nullptr, gone = nullptr, foreign = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), kLen, &mem));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, gone_buf.data(), 64, &gone));
+    ASSERT_EQ(P2P_OK, p2p_mem_deregister(gone));
+    p2p_context_h ctx2 = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx2));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx2, other.data(), kLen, &foreign));
+    struct Case {
+        const char *name;
+        p2p_comm_h comm;
+        uint32_t peer;
+        uint8_t *buf;
+        size_t len;
+        p2p_mem_h mem;
+        p2p_status_t want;
+    };
+    uint8_t *d = b.data();
+    const Case cases[] = {
+        {"NULL comm", nullptr, 0, d, 8, mem, P2P_ERR_INVALID_HANDLE},
+        {"bogus comm", bogus_handle<p2p_comm_h>(), 0, d, 8, mem,
+         P2P_ERR_INVALID_HANDLE},
+        {"peer 1 of 1", comm_, 1, d, 8, mem, P2P_ERR_BAD_RANK},
+        {"peer UINT32_MAX", comm_, UINT32_MAX, d, 8, mem, P2P_ERR_BAD_RANK},
+        {"NULL buffer", comm_, 0, nullptr, 8, mem, P2P_ERR_INVALID_PARAM},
+        {"NULL mem", comm_, 0, d, 8, nullptr, P2P_ERR_INVALID_HANDLE},
+        {"bogus mem", comm_, 0, d, 8, bogus_handle<p2p_mem_h>(),
+         P2P_ERR_INVALID_HANDLE},
+        {"deregistered mem", comm_, 0, gone_buf.data(), 8, gone,
+         P2P_ERR_INVALID_HANDLE},
+        {"mem of another context", comm_, 0, other.data(), 8, foreign,
+         P2P_ERR_INVALID_PARAM},
+        {"unregistered buffer", comm_, 0, other.data(), 8, mem,
+         P2P_ERR_NOT_REGISTERED},
+        {"one byte past the end", comm_, 0, d + 1, kLen, mem,
+         P2P_ERR_NOT_REGISTERED},
+        {"starts at the end", comm_, 0, d + kLen, 1, mem, P2P_ERR_NOT_REGISTERED},
+        {"starts one byte before", comm_, 0, d - 1, 2, mem,
+         P2P_ERR_NOT_REGISTERED},
+        {"length SIZE_MAX", comm_, 0, d + 8, SIZE_MAX, mem,
+         P2P_ERR_NOT_REGISTERED},
+        {"length wraps the address space", comm_, 0, d + 8,
+         SIZE_MAX - reinterpret_cast<uintptr_t>(d) + 1, mem,
+         P2P_ERR_NOT_REGISTERED},
+    };
+    for (const Case &c : cases) {
+        EXPECT_EQ(c.want, p2p_comm_send(c.comm, c.peer, 1, c.buf, c.len, c.mem,
+                                        nullptr))
+            << "send: " << c.name;
+        EXPECT_EQ(c.want, p2p_comm_recv(c.comm, c.peer, 1, c.buf, c.len, c.mem,
+                                        nullptr))
+            << "recv: " << c.name;
+        p2p_block_t blk[3] = {{0, 2, d, 8, mem, nullptr},
+                              {c.peer, 1, c.buf, c.len, c.mem, nullptr},
+                              {0, 3, d, 8, mem, nullptr}};
+        size_t bad = 99;
+        if (c.comm == comm_) {
+            EXPECT_EQ(c.want, p2p_comm_send_batch(c.comm, blk, 3, &bad)) << c.name;
+            EXPECT_EQ(1u, bad) << c.name;
+            bad = 99;
+            EXPECT_EQ(c.want, p2p_comm_recv_batch(c.comm, blk, 3, &bad)) << c.name;
+            EXPECT_EQ(1u, bad) << c.name;
+        }
+        EXPECT_EQ(0u, pending(P2P_QUEUE_SEND)) << c.name;
+        EXPECT_EQ(0u, pending(P2P_QUEUE_RECV)) << c.name;
+    }
+    p2p_completion_t e[4];
+    size_t n = 9;
+    EXPECT_EQ(P2P_OK, p2p_comm_poll(comm_, P2P_QUEUE_SEND, e, 4, &n));
+    EXPECT_EQ(0u, n) << "a rejected post produced a completion";
+    EXPECT_EQ(P2P_OK, p2p_comm_poll(comm_, P2P_QUEUE_RECV, e, 4, &n));
+    EXPECT_EQ(0u, n) << "a rejected post produced a completion";
+
+    // The extremes that are inside the registration work.
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 11, d + kLen - 1, 1, mem,
+                                    reinterpret_cast<void *>(0x11)));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 11, d, 1, mem, nullptr));
+    p2p_completion_t c = wait_one(P2P_QUEUE_RECV);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(reinterpret_cast<void *>(0x11), c.user_context);
+    EXPECT_EQ(nullptr, wait_one(P2P_QUEUE_SEND).user_context);
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 12, d + 10, 0, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 12, d + kLen - 1, 0, mem, nullptr));
+    c = wait_one(P2P_QUEUE_RECV);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(0u, c.bytes);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(foreign));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx2));
+}
+
+TEST_F(ApiFixture, BatchArgumentErrors) {
+    size_t bad = 99;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_send_batch(comm_, nullptr, 2, &bad));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_recv_batch(comm_, nullptr, 2, &bad));
+    EXPECT_EQ(P2P_OK, p2p_comm_send_batch(comm_, nullptr, 0, &bad));
+    EXPECT_EQ(P2P_OK, p2p_comm_recv_batch(comm_, nullptr, 0, nullptr));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+}
+
+TEST_F(ApiFixture, DeregisterWithOperationsPendingIsBusy) {
+    Buf b(size_t(4) << 20);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), b.size(), &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 77, b.data(), 64, mem, nullptr));
+    EXPECT_EQ(P2P_ERR_BUSY, p2p_mem_deregister(mem));
+    EXPECT_EQ(1u, pending(P2P_QUEUE_RECV)) << "BUSY deregister touched the op";
+    // Still registered: the send from the same region is accepted.
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 77, b.data() + 4096, 64, mem, nullptr));
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    // A large send nobody receives yet keeps its memory busy while pending.
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 78, b.data(), b.size(), mem, nullptr));
+    if (pending(P2P_QUEUE_SEND) == 1) {
+        EXPECT_EQ(P2P_ERR_BUSY, p2p_mem_deregister(mem));
+    }
+    Buf r(b.size());
+    p2p_mem_h rmem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, r.data(), r.size(), &rmem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 78, r.data(), r.size(), rmem, nullptr));
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(rmem));
+}
+
+// ------------------------------------------------------------------ queues
+
+TEST_F(ApiFixture, QueueArgumentErrors) {
+    p2p_completion_t e[2];
+    size_t n = 0;
+    const p2p_queue_t bad_q[] = {static_cast<p2p_queue_t>(2),
+                                 static_cast<p2p_queue_t>(-1)};
+    for (p2p_queue_t q : bad_q) {
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, e, 2, &n));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 2, &n, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_pending(comm_, q, &n));
+    }
+    for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, nullptr, 2, &n));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, e, 2, nullptr));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, e, 0, &n));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+                  p2p_comm_wait(comm_, q, nullptr, 2, &n, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM,
+                  p2p_comm_wait(comm_, q, e, 2, nullptr, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 0, &n, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_pending(comm_, q, nullptr));
+        EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_poll(nullptr, q, e, 2, &n));
+        EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_wait(nullptr, q, e, 2, &n, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_pending(nullptr, q, &n));
+    }
+}
+
+TEST_F(ApiFixture, WaitTimesOut) {
+    p2p_completion_t e[2];
+    size_t n = 5;
+    EXPECT_EQ(P2P_OK, p2p_comm_poll(comm_, P2P_QUEUE_RECV, e, 2, &n));
+    EXPECT_EQ(0u, n);
+    for (int ms : {0, 100}) {
+        n = 5;
+        auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_comm_wait(comm_, P2P_QUEUE_RECV, e, 2, &n, ms))
+            << "timeout " << ms;
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                       .count();
+        EXPECT_EQ(0u, n);
+        EXPECT_GE(s, ms / 1000.0 * 0.9) << "returned early, timeout " << ms;
+        EXPECT_LT(s, ms / 1000.0 + 1.0) << "returned late, timeout " << ms;
+    }
+}
+
+TEST_F(ApiFixture, ShutdownCancelsAndRejects) {
+    Buf b(1024);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 1024, &mem));
+    for (uint32_t t = 0; t < 3; ++t) {
+        ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 100 + t, b.data() + t * 8, 8, mem,
+                                        reinterpret_cast<void *>(uintptr_t(t + 1))));
+    }
+    ASSERT_EQ(P2P_OK, p2p_comm_shutdown(comm_));
+    ASSERT_EQ(P2P_OK, p2p_comm_shutdown(comm_)); // idempotent
+    std::set<uintptr_t> got;
+    for (int i = 0; i < 3; ++i) {
+        p2p_completion_t c = wait_one(P2P_QUEUE_RECV, 5000);
+        EXPECT_EQ(P2P_ERR_CANCELED, c.status);
+        EXPECT_TRUE(got.insert(reinterpret_cast<uintptr_t>(c.user_context)).second);
+    }
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+    EXPECT_EQ(P2P_ERR_SHUTDOWN, p2p_comm_recv(comm_, 0, 1, b.data(), 8, mem, nullptr));
+    EXPECT_EQ(P2P_ERR_SHUTDOWN, p2p_comm_send(comm_, 0, 1, b.data(), 8, mem, nullptr));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+// ------------------------------------------------------------------ teardown
+
+TEST(ApiTeardown, ContextDestroyWithLiveCommAndPendingReceives) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
+    Buf b(size_t(1) << 20);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
+    for (uint32_t t = 0; t < 4; ++t) {
+        ASSERT_EQ(P2P_OK, p2p_comm_recv(comm, 0, t, b.data() + t * 1024, 1024, mem,
+                                        nullptr));
+    }
+    // An undelivered completion and an unmatched large send as well.
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm, 0, 0, b.data() + 8192, 16, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm, 0, 999, b.data(), b.size(), mem, nullptr));
+    p2p_status_t st = P2P_ERR_TRANSPORT;
+    bounded("p2p_context_destroy with a live communicator", 20,
+            [&] { st = p2p_context_destroy(ctx); });
+    EXPECT_EQ(P2P_OK, st);
+    size_t n = 0;
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_pending(comm, P2P_QUEUE_RECV, &n));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_destroy(comm));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+}
+
+TEST_F(ApiFixture, CommDestroyDropsUnpoppedCompletions) {
+    Buf b(64);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 64, &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 3, b.data(), 8, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 3, b.data() + 8, 8, mem, nullptr));
+    for (int i = 0; i < 200 && pending(P2P_QUEUE_RECV) != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm_));
+    comm_ = nullptr;
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem)) << "destroy left ops in flight";
+}
+
+// ------------------------------------------------------------------ self send
+
+class SelfSend : public ApiFixture,
+                 public ::testing::WithParamInterface<p2p_progress_mode_t> {
+protected:
+    void SetUp() override {
+        p2p_config_t cfg = apitest::mode_config(GetParam());
+        open(&cfg);
+    }
+};
+
+TEST_P(SelfSend, SizesBothOrders) {
+    const size_t sizes[] = {0, 1, 8, 4095, 65536, (size_t(1) << 20) + 3,
+                            size_t(4) << 20};
+    const size_t kGuard = 64;
+    for (int recv_first = 0; recv_first < 2; ++recv_first) {
+        for (size_t len : sizes) {
+            const uint32_t tid = static_cast<uint32_t>(len % 100000 + recv_first);
+            Buf s(len + 1), r(len + kGuard, 0xEE);
+            for (size_t i = 0; i < len; ++i) {
+                s.data()[i] = pat(i, tid);
+            }
+            p2p_mem_h sm = nullptr, rm = nullptr;
+            ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, s.data(), len + 1, &sm));
+            ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, r.data(), len + kGuard, &rm));
+            void *su = reinterpret_cast<void *>(uintptr_t(0x5000 + len));
+            void *ru = reinterpret_cast<void *>(uintptr_t(0x7000 + len));
+            if (recv_first) {
+                ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, r.data(), len, rm, ru));
+            }
+            ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, tid, s.data(), len, sm, su));
+            if (!recv_first) {
+                ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, r.data(), len, rm, ru));
+            }
+            p2p_completion_t rc = wait_one(P2P_QUEUE_RECV);
+            p2p_completion_t sc = wait_one(P2P_QUEUE_SEND);
+            SCOPED_TRACE(testing::Message() << "len " << len << " recv_first "
+                                            << recv_first);
+            EXPECT_EQ(P2P_OK, rc.status);
+            EXPECT_EQ(ru, rc.user_context);
+            EXPECT_EQ(0u, rc.peer);
+            EXPECT_EQ(tid, rc.tensor_id);
+            EXPECT_EQ(len, rc.bytes);
+            EXPECT_EQ(P2P_OK, sc.status);
+            EXPECT_EQ(su, sc.user_context);
+            EXPECT_EQ(0u, sc.peer);
+            EXPECT_EQ(tid, sc.tensor_id);
+            EXPECT_EQ(len, sc.bytes);
+            size_t bad = len;
+            for (size_t i = 0; i < len && bad == len; ++i) {
+                if (r.data()[i] != pat(i, tid)) {
+                    bad = i;
+                }
+            }
+            EXPECT_EQ(len, bad) << "first wrong byte";
+            for (size_t i = len; i < len + kGuard; ++i) {
+                ASSERT_EQ(0xEE, r.data()[i]) << "written past the receive at " << i;
+            }
+            EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+            EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(sm));
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(rm));
+        }
+    }
+}
+
+TEST_P(SelfSend, WaitForeverWakesOnCompletion) {
+    Buf b(256);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 256, &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 4, b.data(), 64, mem, nullptr));
+    std::thread sender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 4, b.data() + 128, 64, mem, nullptr));
+    });
+    p2p_completion_t c{};
+    size_t n = 0;
+    p2p_status_t st = P2P_ERR_TRANSPORT;
+    auto t0 = std::chrono::steady_clock::now();
+    bounded("p2p_comm_wait(-1)", 20, [&] {
+        st = p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, -1);
+    });
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                   .count();
+    sender.join();
+    EXPECT_EQ(P2P_OK, st);
+    EXPECT_EQ(1u, n);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_LT(s, 5.0) << "wait woke late";
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SelfSend,
+                         ::testing::Values(P2P_PROGRESS_ADAPTIVE, P2P_PROGRESS_BUSY,
+                                           P2P_PROGRESS_EVENT),
+                         [](const ::testing::TestParamInfo<p2p_progress_mode_t> &i) {
+                             switch (i.param) {
+                             case P2P_PROGRESS_BUSY: return std::string("busy");
+                             case P2P_PROGRESS_EVENT: return std::string("event");
+                             default: return std::string("adaptive");
+                             }
+                         });

@@ -1,0 +1,346 @@
+#include "mp_common.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+namespace mp {
+
+namespace {
+char g_identity[96] = "mp_rank[?]";
+} // namespace
+
+void set_identity(int rank, const char *scenario) {
+    std::snprintf(g_identity, sizeof(g_identity), "mp_rank[%d] %s", rank,
+                  scenario);
+}
+
+void fail_at(const char *file, int line, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "%s: FAIL %s:%d: %s\n", g_identity, file, line, msg);
+    std::fflush(stderr);
+    std::fflush(stdout);
+    _exit(1);
+}
+
+void say(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    std::printf("%s: %s\n", g_identity, msg);
+    std::fflush(stdout);
+}
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+unsigned long env_ul(const char *name, unsigned long dflt) {
+    const char *v = std::getenv(name);
+    if (v == nullptr || *v == '\0') {
+        return dflt;
+    }
+    char *end = nullptr;
+    unsigned long x = std::strtoul(v, &end, 10);
+    MP_CHECK(end != nullptr && *end == '\0', "bad value %s=%s", name, v);
+    return x;
+}
+
+void fill_pattern(uint8_t *p, size_t n, uint32_t src, uint32_t dst,
+                  uint32_t tid) {
+    for (size_t i = 0; i < n; ++i) {
+        p[i] = pattern_byte(src, dst, tid, i);
+    }
+}
+
+void check_pattern(const uint8_t *p, size_t n, uint32_t src, uint32_t dst,
+                   uint32_t tid, const char *what) {
+    for (size_t i = 0; i < n; ++i) {
+        uint8_t want = pattern_byte(src, dst, tid, i);
+        if (p[i] != want) {
+            MP_FAIL("%s: data mismatch (src %u dst %u tensor %u len %zu) at "
+                    "byte %zu: got 0x%02x want 0x%02x",
+                    what, src, dst, tid, n, i, p[i], want);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ Rank
+
+Rank::Rank() {
+    MP_OK(p2p_context_create(nullptr, &ctx_));
+    MP_OK(p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs_));
+    MP_OK(p2p_comm_create(ctx_, bs_, &comm_));
+    MP_OK(p2p_comm_query(comm_, &info_));
+    MP_CHECK(info_.size >= 1 && info_.rank < info_.size,
+             "comm_query: rank %u size %u", info_.rank, info_.size);
+    unsigned long env_rank = env_ul("RANK", info_.rank);
+    unsigned long env_size = env_ul("WORLD_SIZE", info_.size);
+    MP_CHECK(env_rank == info_.rank && env_size == info_.size,
+             "comm_query says rank %u of %u, environment RANK=%lu "
+             "WORLD_SIZE=%lu",
+             info_.rank, info_.size, env_rank, env_size);
+    MP_CHECK(info_.local_rank < info_.local_size &&
+                 info_.local_size <= info_.size,
+             "comm_query: local rank %u of %u", info_.local_rank,
+             info_.local_size);
+    MP_CHECK(info_.id < 256, "comm_query: id %u does not fit 8 bits",
+             info_.id);
+}
+
+Rank::~Rank() {
+    // Best effort when finish() was not reached (a failure already exited).
+    if (comm_ != nullptr) {
+        p2p_comm_destroy(comm_);
+    }
+    if (bs_ != nullptr) {
+        p2p_bootstrap_destroy(bs_);
+    }
+    if (ctx_ != nullptr) {
+        p2p_context_destroy(ctx_);
+    }
+}
+
+void Rank::barrier() { MP_OK(p2p_bootstrap_barrier(bs_)); }
+
+void Rank::finish() {
+    MP_OK(p2p_comm_destroy(comm_));
+    comm_ = nullptr;
+    MP_OK(p2p_bootstrap_destroy(bs_));
+    bs_ = nullptr;
+    MP_OK(p2p_context_destroy(ctx_));
+    ctx_ = nullptr;
+}
+
+// ------------------------------------------------------------------ RegBuf
+
+RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill) : size_(bytes) {
+    size_t alloc = (std::max<size_t>(bytes, 1) + 4095) & ~size_t(4095);
+    void *p = nullptr;
+    MP_CHECK(posix_memalign(&p, 4096, alloc) == 0, "out of memory (%zu B)",
+             alloc);
+    data_ = static_cast<uint8_t *>(p);
+    std::memset(data_, fill, alloc);
+    MP_OK(p2p_mem_register(ctx, data_, std::max<size_t>(bytes, 1), &mem_));
+}
+
+RegBuf::~RegBuf() {
+    if (mem_ != nullptr) {
+        p2p_mem_deregister(mem_);
+    }
+    std::free(data_);
+}
+
+void RegBuf::release() {
+    MP_OK(p2p_mem_deregister(mem_));
+    mem_ = nullptr;
+}
+
+// ------------------------------------------------------------------ pop
+
+std::vector<p2p_completion_t> pop(p2p_comm_h comm, p2p_queue_t q,
+                                  int wait_ms) {
+    p2p_completion_t e[256];
+    size_t n = 0;
+    p2p_status_t st;
+    if (wait_ms == 0) {
+        st = p2p_comm_poll(comm, q, e, 256, &n);
+    } else {
+        st = p2p_comm_wait(comm, q, e, 256, &n, wait_ms);
+        if (st == P2P_ERR_TIMEOUT) {
+            MP_CHECK(n == 0, "wait timed out but count is %zu", n);
+            return {};
+        }
+    }
+    MP_CHECK(st == P2P_OK, "%s on %s queue returned %d (%s)",
+             wait_ms == 0 ? "poll" : "wait", q == P2P_QUEUE_SEND ? "send" : "recv",
+             static_cast<int>(st), p2p_status_string(st));
+    MP_CHECK(n <= 256, "popped %zu entries with max 256", n);
+    return std::vector<p2p_completion_t>(e, e + n);
+}
+
+// ------------------------------------------------------------------ collect
+
+void check_ok(const Xfer &x, const p2p_completion_t &c) {
+    MP_CHECK(c.status == P2P_OK && c.bytes == x.len,
+             "%s completion (peer %u tensor %u): status %d (%s) bytes %llu; "
+             "expected OK bytes %zu",
+             x.is_send ? "send" : "recv", x.peer, x.tid,
+             static_cast<int>(c.status), p2p_status_string(c.status),
+             static_cast<unsigned long long>(c.bytes), x.len);
+}
+
+void collect(p2p_comm_h comm, const std::vector<Xfer> &ops, double deadline_s,
+             CompletionCheck check) {
+    size_t left[2] = {0, 0}; // [send, recv]
+    for (const Xfer &x : ops) {
+        ++left[x.is_send ? 0 : 1];
+    }
+    std::vector<uint8_t> seen(ops.size(), 0);
+    const auto t0 = Clock::now();
+    while (left[0] + left[1] > 0) {
+        if (seconds_since(t0) > deadline_s) {
+            std::string missing;
+            int shown = 0;
+            for (size_t i = 0; i < ops.size() && shown < 8; ++i) {
+                if (seen[i] == 0) {
+                    char b[96];
+                    std::snprintf(b, sizeof(b), " %s(peer %u tensor %u %zu B)",
+                                  ops[i].is_send ? "send" : "recv", ops[i].peer,
+                                  ops[i].tid, ops[i].len);
+                    missing += b;
+                    ++shown;
+                }
+            }
+            MP_FAIL("%zu sends and %zu receives without a completion after "
+                    "%.0f s, e.g.%s",
+                    left[0], left[1], deadline_s, missing.c_str());
+        }
+        for (int qi = 1; qi >= 0; --qi) {
+            if (left[qi] == 0) {
+                continue;
+            }
+            p2p_queue_t q = qi == 0 ? P2P_QUEUE_SEND : P2P_QUEUE_RECV;
+            int wait_ms = left[1 - qi] == 0 ? 20 : (qi == 1 ? 5 : 0);
+            for (const p2p_completion_t &c : pop(comm, q, wait_ms)) {
+                size_t i = index_of(c.user_context);
+                MP_CHECK(i < ops.size(), "completion with unknown user_context "
+                         "%p (peer %u tensor %u status %d)", c.user_context,
+                         c.peer, c.tensor_id, static_cast<int>(c.status));
+                const Xfer &x = ops[i];
+                MP_CHECK(x.is_send == (qi == 0),
+                         "%s op (peer %u tensor %u) completed on the %s queue",
+                         x.is_send ? "send" : "recv", x.peer, x.tid,
+                         qi == 0 ? "send" : "recv");
+                MP_CHECK(seen[i] == 0, "second completion for %s peer %u "
+                         "tensor %u", x.is_send ? "send" : "recv", x.peer, x.tid);
+                seen[i] = 1;
+                MP_CHECK(c.peer == x.peer && c.tensor_id == x.tid,
+                         "%s completion names peer %u tensor %u; posted with "
+                         "peer %u tensor %u", x.is_send ? "send" : "recv",
+                         c.peer, c.tensor_id, x.peer, x.tid);
+                check(x, c);
+                --left[qi];
+            }
+        }
+    }
+}
+
+void expect_quiet(p2p_comm_h comm) {
+    MP_CHECK(pop(comm, P2P_QUEUE_SEND, 0).empty(), "extra send completion");
+    MP_CHECK(pop(comm, P2P_QUEUE_RECV, 0).empty(), "extra recv completion");
+    size_t pend = 99;
+    MP_OK(p2p_comm_pending(comm, P2P_QUEUE_SEND, &pend));
+    MP_CHECK(pend == 0, "send pending %zu after all completions", pend);
+    pend = 99;
+    MP_OK(p2p_comm_pending(comm, P2P_QUEUE_RECV, &pend));
+    MP_CHECK(pend == 0, "recv pending %zu after all completions", pend);
+}
+
+// ------------------------------------------------------------------ exchange
+
+namespace {
+
+constexpr size_t kGap = 3; // guard bytes between receive regions
+constexpr uint8_t kGuard = 0xEE;
+
+void post(Rank &r, const Xfer &x, size_t index, RegBuf &sbuf, RegBuf &rbuf) {
+    if (x.is_send) {
+        MP_OK(p2p_comm_send(r.comm(), x.peer, x.tid, sbuf.data() + x.off, x.len,
+                            sbuf.mem(), ctx_of(index)));
+    } else {
+        MP_OK(p2p_comm_recv(r.comm(), x.peer, x.tid, rbuf.data() + x.off, x.len,
+                            rbuf.mem(), ctx_of(index)));
+    }
+}
+
+} // namespace
+
+void exchange(Rank &r, const std::vector<uint32_t> &peers,
+              const std::vector<size_t> &sizes, uint32_t tid_base,
+              const ExchangeOptions &opt) {
+    const uint32_t me = r.rank();
+    std::vector<Xfer> ops;
+    size_t soff = 0, roff = 0;
+    for (uint32_t p : peers) {
+        for (size_t k = 0; k < sizes.size(); ++k) {
+            uint32_t tid = tid_base + static_cast<uint32_t>(k);
+            ops.push_back({false, p, tid, sizes[k], roff});
+            roff += sizes[k] + kGap;
+            ops.push_back({true, p, tid, sizes[k], soff});
+            soff += sizes[k];
+        }
+    }
+    RegBuf sbuf(r.ctx(), soff, 0);
+    RegBuf rbuf(r.ctx(), roff, kGuard);
+    for (const Xfer &x : ops) {
+        if (x.is_send) {
+            fill_pattern(sbuf.data() + x.off, x.len, me, x.peer, x.tid);
+        }
+    }
+
+    std::vector<size_t> order(ops.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    if (opt.shuffle) {
+        std::mt19937 rng(1234u + me * 7919u);
+        std::shuffle(order.begin(), order.end(), rng);
+    }
+    if (opt.unexpected) {
+        for (size_t i : order) {
+            if (ops[i].is_send) {
+                post(r, ops[i], i, sbuf, rbuf);
+            }
+        }
+        r.barrier(); // every send of every rank is posted
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        for (size_t i : order) {
+            if (!ops[i].is_send) {
+                post(r, ops[i], i, sbuf, rbuf);
+            }
+        }
+    } else {
+        for (size_t i : order) {
+            post(r, ops[i], i, sbuf, rbuf);
+        }
+    }
+
+    collect(r.comm(), ops, opt.deadline_s);
+    expect_quiet(r.comm());
+
+    for (const Xfer &x : ops) {
+        if (x.is_send) {
+            continue;
+        }
+        check_pattern(rbuf.data() + x.off, x.len, x.peer, me, x.tid, "recv");
+        for (size_t g = 0; g < kGap; ++g) {
+            MP_CHECK(rbuf.data()[x.off + x.len + g] == kGuard,
+                     "guard byte %zu after recv (peer %u tensor %u, %zu B) "
+                     "overwritten: 0x%02x", g, x.peer, x.tid, x.len,
+                     rbuf.data()[x.off + x.len + g]);
+        }
+    }
+    // The send buffers must be untouched.
+    for (const Xfer &x : ops) {
+        if (x.is_send) {
+            check_pattern(sbuf.data() + x.off, x.len, me, x.peer, x.tid,
+                          "send buffer after completion");
+        }
+    }
+    sbuf.release();
+    rbuf.release();
+}
+
+} // namespace mp

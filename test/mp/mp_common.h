@@ -1,0 +1,167 @@
+/*
+ * Helpers shared by the scenarios of mp_rank (one rank of a multi-process
+ * test started by p2prun). Public API only. Every failure prints a precise
+ * reason to stderr and ends the process with status 1 (MP_FAIL), so p2prun
+ * reports it; nothing here waits without a deadline.
+ */
+#ifndef UCXP2P_TEST_MP_COMMON_H
+#define UCXP2P_TEST_MP_COMMON_H
+
+#include <ucxp2p/p2p.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mp {
+
+/** Print "mp_rank[<rank>] <scenario>: FAIL <file>:<line>: <msg>" and _exit(1). */
+[[noreturn]] void fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define MP_FAIL(...) ::mp::fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define MP_CHECK(cond, ...)                                                    \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            MP_FAIL(__VA_ARGS__);                                              \
+        }                                                                      \
+    } while (0)
+/** A call that must return P2P_OK. */
+#define MP_OK(call)                                                            \
+    do {                                                                       \
+        p2p_status_t mp_st_ = (call);                                          \
+        if (mp_st_ != P2P_OK) {                                                \
+            MP_FAIL("%s returned %d (%s)", #call, static_cast<int>(mp_st_),    \
+                    p2p_status_string(mp_st_));                                \
+        }                                                                      \
+    } while (0)
+/** A call that must return exactly `want`. */
+#define MP_EXPECT_STATUS(want, call)                                           \
+    do {                                                                       \
+        p2p_status_t mp_st_ = (call);                                          \
+        if (mp_st_ != (want)) {                                                \
+            MP_FAIL("%s returned %d (%s), expected %d (%s)", #call,            \
+                    static_cast<int>(mp_st_), p2p_status_string(mp_st_),       \
+                    static_cast<int>(want), p2p_status_string(want));          \
+        }                                                                      \
+    } while (0)
+
+/** Name used in failure messages ("mp_rank[3] alltoall"). */
+void set_identity(int rank, const char *scenario);
+/** Printf to stdout with the identity prefix, flushed at once. */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0);
+
+/** Deterministic payload byte of tensor (src -> dst, tensor_id) at index i. */
+inline uint8_t pattern_byte(uint32_t src, uint32_t dst, uint32_t tid, size_t i) {
+    uint32_t x = (src * 0x9E3779B1u) ^ (dst * 0x85EBCA77u) ^ (tid * 0xC2B2AE3Du);
+    x ^= static_cast<uint32_t>(i) * 0x27D4EB2Fu;
+    x ^= static_cast<uint32_t>(i >> 32) * 0x165667B1u;
+    x ^= x >> 15;
+    return static_cast<uint8_t>(x ^ (x >> 8));
+}
+void fill_pattern(uint8_t *p, size_t n, uint32_t src, uint32_t dst, uint32_t tid);
+/** Fail with the first differing index unless p holds the pattern. */
+void check_pattern(const uint8_t *p, size_t n, uint32_t src, uint32_t dst,
+                   uint32_t tid, const char *what);
+
+/** Context + bootstrap + communicator of this rank (RAII; finish() checks). */
+class Rank {
+public:
+    Rank();
+    ~Rank();
+    Rank(const Rank &) = delete;
+    Rank &operator=(const Rank &) = delete;
+
+    p2p_context_h ctx() const { return ctx_; }
+    p2p_comm_h comm() const { return comm_; }
+    uint32_t rank() const { return info_.rank; }
+    uint32_t size() const { return info_.size; }
+    void barrier();
+    /** Destroy comm, bootstrap and context, failing on any error status. */
+    void finish();
+
+private:
+    p2p_context_h ctx_ = nullptr;
+    p2p_bootstrap_h bs_ = nullptr;
+    p2p_comm_h comm_ = nullptr;
+    p2p_comm_info_t info_{};
+};
+
+/** Page-aligned heap buffer registered with a context (RAII). */
+class RegBuf {
+public:
+    RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill);
+    ~RegBuf();
+    RegBuf(const RegBuf &) = delete;
+    RegBuf &operator=(const RegBuf &) = delete;
+
+    uint8_t *data() const { return data_; }
+    size_t size() const { return size_; }
+    p2p_mem_h mem() const { return mem_; }
+    /** Deregister now, failing unless P2P_OK. */
+    void release();
+
+private:
+    uint8_t *data_ = nullptr;
+    size_t size_ = 0;
+    p2p_mem_h mem_ = nullptr;
+};
+
+/** One expected transfer of a planned exchange. */
+struct Xfer {
+    bool is_send;
+    uint32_t peer;
+    uint32_t tid;
+    size_t len;
+    size_t off;       /**< offset in the send or receive arena */
+};
+
+struct ExchangeOptions {
+    bool shuffle = false;     /**< post in a random order (seeded by rank) */
+    bool unexpected = false;  /**< sends, barrier, pause, then receives */
+    double deadline_s = 60;   /**< for all completions */
+};
+
+/**
+ * Every rank in `peers` (this rank included when listed) exchanges one tensor
+ * per (peer, tensor id, size) with this rank: tensor k uses tensor_id
+ * tid_base + k and size sizes[k]. Verifies every completion field, exactly one
+ * completion per op, every byte, and that pending counts drop to 0.
+ */
+void exchange(Rank &r, const std::vector<uint32_t> &peers,
+              const std::vector<size_t> &sizes, uint32_t tid_base,
+              const ExchangeOptions &opt);
+
+/** Checks one completion of an op; the default wants P2P_OK, bytes == len. */
+using CompletionCheck = void (*)(const Xfer &x, const p2p_completion_t &c);
+void check_ok(const Xfer &x, const p2p_completion_t &c);
+
+/**
+ * Pop completions until every op of `ops` (user_context = ctx_of(index)) has
+ * had exactly one, on the right queue with its peer and tensor id, each
+ * passing `check`. Fails after deadline_s naming the missing ops.
+ */
+void collect(p2p_comm_h comm, const std::vector<Xfer> &ops, double deadline_s,
+             CompletionCheck check = check_ok);
+
+/** No completion left in either queue and both pending counts 0. */
+void expect_quiet(p2p_comm_h comm);
+
+/** Pop every entry available on a queue within wait_ms (one wait call). */
+std::vector<p2p_completion_t> pop(p2p_comm_h comm, p2p_queue_t q, int wait_ms);
+
+/** user_context <-> op index (index + 1, so no op uses NULL). */
+inline void *ctx_of(size_t index) { return reinterpret_cast<void *>(index + 1); }
+inline size_t index_of(void *uc) { return reinterpret_cast<uintptr_t>(uc) - 1; }
+
+/** Environment variable as unsigned (default when unset). */
+unsigned long env_ul(const char *name, unsigned long dflt);
+
+} // namespace mp
+
+#endif

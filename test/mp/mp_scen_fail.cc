@@ -1,0 +1,232 @@
+/*
+ * mp_rank scenarios about operations that cannot finish normally:
+ *   killee <victim> [rounds] [die_round]  the victim kill -9s itself while
+ *       every rank exchanges with every rank; survivors must see each op
+ *       naming the victim complete exactly once (OK if it finished first,
+ *       else P2P_ERR_PEER_FAILURE) within a bound, then finish a verified
+ *       exchange among themselves and print "survivor ok".
+ *   shutdown  receives that never match and rendezvous sends nobody
+ *       receives are canceled by p2p_comm_shutdown; later posts fail.
+ */
+#include "mp_common.h"
+#include "mp_scenarios.h"
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <unistd.h>
+
+namespace mp {
+
+namespace {
+
+// Read by the completion check of the current killee round.
+uint32_t g_victim = 0;
+bool g_victim_dead_for_sure = false; // round after the victim's last one
+size_t g_failures = 0;
+
+void killee_check(const Xfer &x, const p2p_completion_t &c) {
+    if (x.peer != g_victim) {
+        check_ok(x, c);
+        return;
+    }
+    if (c.status == P2P_ERR_PEER_FAILURE) {
+        ++g_failures;
+        return;
+    }
+    // An eager send may finish locally even after the victim died; nothing
+    // can be received from a process that died before sending.
+    MP_CHECK(x.is_send || !g_victim_dead_for_sure,
+             "%s from the victim %u (tensor %u) posted after its death "
+             "completed with %d (%s), expected P2P_ERR_PEER_FAILURE",
+             x.is_send ? "send" : "recv", x.peer, x.tid,
+             static_cast<int>(c.status), p2p_status_string(c.status));
+    MP_CHECK(c.status == P2P_OK && c.bytes == x.len,
+             "%s with the victim %u (tensor %u): status %d (%s) bytes %llu; "
+             "expected P2P_ERR_PEER_FAILURE, or OK with %zu bytes",
+             x.is_send ? "send" : "recv", x.peer, x.tid,
+             static_cast<int>(c.status), p2p_status_string(c.status),
+             static_cast<unsigned long long>(c.bytes), x.len);
+}
+
+} // namespace
+
+void run_killee(int argc, char **argv) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "killee");
+    MP_CHECK(r.size() >= 3, "killee needs at least 3 ranks (2 survivors)");
+    g_victim = argc > 0 ? static_cast<uint32_t>(std::strtoul(argv[0], nullptr, 10))
+                        : r.size() - 1;
+    const size_t rounds = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 6;
+    const size_t die_round = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2;
+    MP_CHECK(g_victim < r.size() && die_round < rounds, "bad arguments");
+    const double bound_s = 5.0 * env_ul("P2P_PEER_TIMEOUT_MS", 3000) / 1000.0 + 5;
+    const bool victim = r.rank() == g_victim;
+    const size_t kSizes[2] = {100, (size_t(1) << 20) + 3};
+    std::vector<uint32_t> survivors;
+    for (uint32_t p = 0; p < r.size(); ++p) {
+        if (p != g_victim) {
+            survivors.push_back(p);
+        }
+    }
+    size_t rejected = 0;
+    double worst_round_s = 0;
+    r.barrier();
+    for (size_t round = 0; round < rounds; ++round) {
+        g_victim_dead_for_sure = round > die_round;
+        const size_t slot = kSizes[0] + kSizes[1];
+        RegBuf sbuf(r.ctx(), slot * r.size(), 0);
+        RegBuf rbuf(r.ctx(), slot * r.size(), 0xEE);
+        std::vector<Xfer> ops;
+        for (uint32_t p = 0; p < r.size(); ++p) {
+            if (p == r.rank()) {
+                continue;
+            }
+            for (size_t k = 0; k < 2; ++k) {
+                uint32_t tid = static_cast<uint32_t>(round * 10 + k);
+                size_t off = p * slot + (k == 0 ? 0 : kSizes[0]);
+                fill_pattern(sbuf.data() + off, kSizes[k], r.rank(), p, tid);
+                for (bool send : {false, true}) {
+                    Xfer x{send, p, tid, kSizes[k], off};
+                    p2p_status_t st =
+                        send ? p2p_comm_send(r.comm(), p, tid, sbuf.data() + off,
+                                             x.len, sbuf.mem(), ctx_of(ops.size()))
+                             : p2p_comm_recv(r.comm(), p, tid, rbuf.data() + off,
+                                             x.len, rbuf.mem(), ctx_of(ops.size()));
+                    if (st == P2P_ERR_PEER_FAILURE && p == g_victim &&
+                        round >= die_round) {
+                        ++rejected; // "peer already known dead"
+                        continue;
+                    }
+                    MP_CHECK(st == P2P_OK, "post %s peer %u tensor %u round "
+                             "%zu: %d (%s)", send ? "send" : "recv", p, tid,
+                             round, static_cast<int>(st), p2p_status_string(st));
+                    ops.push_back(x);
+                }
+            }
+        }
+        if (victim && round == die_round) {
+            say("victim posted round %zu, dying now", round);
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            kill(getpid(), SIGKILL);
+            std::this_thread::sleep_for(std::chrono::seconds(5));
+            MP_FAIL("still alive after SIGKILL");
+        }
+        auto t0 = Clock::now();
+        collect(r.comm(), ops, bound_s, killee_check);
+        worst_round_s = std::max(worst_round_s, seconds_since(t0));
+        expect_quiet(r.comm());
+        for (const Xfer &x : ops) {
+            if (!x.is_send && x.peer != g_victim) {
+                check_pattern(rbuf.data() + x.off, x.len, x.peer, r.rank(), x.tid,
+                              "killee recv");
+            }
+        }
+        sbuf.release();
+        rbuf.release();
+    }
+    MP_CHECK(g_failures + rejected > 0,
+             "the victim died but no operation reported P2P_ERR_PEER_FAILURE");
+    // The survivors still talk to each other (no bootstrap barrier: the
+    // bootstrap includes the dead rank).
+    ExchangeOptions opt;
+    opt.deadline_s = 60;
+    exchange(r, survivors, {1, 65536, (1 << 20) + 3}, 90000, opt);
+    say("survivor ok rank=%u: %zu peer failures completed, %zu rejected at "
+        "post, slowest round %.2f s (bound %.0f s)",
+        r.rank(), g_failures, rejected, worst_round_s, bound_s);
+    r.finish();
+}
+
+// ------------------------------------------------------------------ shutdown
+
+namespace {
+
+void shutdown_check(const Xfer &x, const p2p_completion_t &c) {
+    if (x.is_send && c.status == P2P_OK) {
+        MP_CHECK(c.bytes == x.len, "send finished with %llu of %zu bytes",
+                 static_cast<unsigned long long>(c.bytes), x.len);
+        return; // an eager send may finish before the shutdown
+    }
+    MP_CHECK(c.status == P2P_ERR_CANCELED,
+             "%s peer %u tensor %u (%zu B) that nobody matched completed "
+             "with %d (%s), expected P2P_ERR_CANCELED",
+             x.is_send ? "send" : "recv", x.peer, x.tid, x.len,
+             static_cast<int>(c.status), p2p_status_string(c.status));
+}
+
+} // namespace
+
+void run_shutdown(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "shutdown");
+    const size_t kBig = size_t(4) << 20, kSmall = 100;
+    const size_t slot = 2 * (kBig + kSmall);
+    RegBuf buf(r.ctx(), slot * r.size(), 0);
+    std::vector<Xfer> ops;
+    size_t nrecv = 0;
+    for (uint32_t p = 0; p < r.size(); ++p) {
+        size_t off = p * slot;
+        // Tensor ids nobody uses on the other side.
+        const Xfer mine[] = {{false, p, 0xDEAD00, kSmall, off},
+                             {false, p, 0xDEAD01, kBig, off + kSmall},
+                             {true, p, 0xBEEF00 + r.rank(), kBig,
+                              off + kSmall + kBig},
+                             {true, p, 0xBEEF80 + r.rank(), kSmall,
+                              off + kSmall + 2 * kBig}};
+        for (const Xfer &x : mine) {
+            if (x.is_send) {
+                MP_OK(p2p_comm_send(r.comm(), x.peer, x.tid, buf.data() + x.off,
+                                    x.len, buf.mem(), ctx_of(ops.size())));
+            } else {
+                MP_OK(p2p_comm_recv(r.comm(), x.peer, x.tid, buf.data() + x.off,
+                                    x.len, buf.mem(), ctx_of(ops.size())));
+                ++nrecv;
+            }
+            ops.push_back(x);
+        }
+    }
+    r.barrier(); // every rank posted: unmatched messages have arrived
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    size_t pend = 0;
+    MP_OK(p2p_comm_pending(r.comm(), P2P_QUEUE_RECV, &pend));
+    MP_CHECK(pend == nrecv, "%zu receives that cannot match, pending says %zu",
+             nrecv, pend);
+    MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 0).empty(),
+             "a receive completed although nothing can match it");
+    MP_EXPECT_STATUS(P2P_ERR_BUSY, p2p_mem_deregister(buf.mem()));
+
+    auto t0 = Clock::now();
+    MP_OK(p2p_comm_shutdown(r.comm()));
+    collect(r.comm(), ops, 10, shutdown_check);
+    const double took = seconds_since(t0);
+    expect_quiet(r.comm());
+
+    // Later posts fail and queue nothing.
+    p2p_block_t blk{r.rank(), 1, buf.data(), 8, buf.mem(), nullptr};
+    size_t bad = 777;
+    MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN,
+                     p2p_comm_send(r.comm(), 0, 1, buf.data(), 8, buf.mem(), nullptr));
+    MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN,
+                     p2p_comm_recv(r.comm(), 0, 1, buf.data(), 8, buf.mem(), nullptr));
+    MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN, p2p_comm_send_batch(r.comm(), &blk, 1, &bad));
+    MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN, p2p_comm_recv_batch(r.comm(), &blk, 1, &bad));
+    MP_OK(p2p_comm_shutdown(r.comm())); // idempotent
+    expect_quiet(r.comm());
+    size_t n = 99;
+    p2p_completion_t e[4];
+    auto tw = Clock::now();
+    MP_EXPECT_STATUS(P2P_ERR_TIMEOUT,
+                     p2p_comm_wait(r.comm(), P2P_QUEUE_RECV, e, 4, &n, 50));
+    MP_CHECK(n == 0 && seconds_since(tw) < 5, "wait after shutdown: count %zu, "
+             "%.2f s", n, seconds_since(tw));
+    p2p_comm_info_t info;
+    MP_OK(p2p_comm_query(r.comm(), &info));
+    buf.release(); // nothing in flight any more
+    r.barrier();
+    say("shutdown ok: %zu ops canceled in %.3f s", ops.size(), took);
+    r.finish();
+}
+
+} // namespace mp

@@ -1,0 +1,23 @@
+/*
+ * Scenarios of mp_rank; each returns only when everything it checked was
+ * right (failures exit through MP_FAIL). argc/argv are the arguments after
+ * the scenario name.
+ */
+#ifndef UCXP2P_TEST_MP_SCENARIOS_H
+#define UCXP2P_TEST_MP_SCENARIOS_H
+
+namespace mp {
+
+void run_alltoall(int argc, char **argv);
+void run_unexpected(int argc, char **argv);
+void run_shuffle(int argc, char **argv);
+void run_idle(int argc, char **argv);
+void run_batch(int argc, char **argv);
+void run_truncate(int argc, char **argv);
+void run_threads(int argc, char **argv);
+void run_killee(int argc, char **argv);
+void run_shutdown(int argc, char **argv);
+
+} // namespace mp
+
+#endif

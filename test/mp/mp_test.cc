@@ -1,0 +1,295 @@
+/*
+ * mp_test: runs the mp_rank scenarios through p2prun, once with
+ * UCX_TLS=shm,self and once with UCX_TLS=tcp (loopback only), each bounded
+ * by p2prun --timeout and by a driver deadline.
+ */
+#include "mp_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <ostream>
+#include <regex>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using mptest::Launch;
+
+namespace {
+
+struct Transport {
+    const char *name;
+    std::vector<std::string> env; // NAME=VALUE passed with -x
+};
+
+// gtest prints parameters of failing tests with this.
+void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
+
+const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
+const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};
+
+std::string p2prun_path() { return mptest::top_builddir() + "/tools/p2prun/p2prun"; }
+std::string mp_rank_path() { return mptest::top_builddir() + "/test/mp/mp_rank"; }
+
+bool executable(const std::string &p) { return access(p.c_str(), X_OK) == 0; }
+
+struct RunSpec {
+    int ranks = 2;
+    int timeout_s = 90;
+    std::vector<std::string> args;     // after "mp_rank"
+    std::vector<std::string> env;      // extra -x NAME=VALUE
+    bool keep_going = false;
+};
+
+class MpTest : public ::testing::TestWithParam<Transport> {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(executable(p2prun_path())) << p2prun_path() << " not built";
+        ASSERT_TRUE(executable(mp_rank_path())) << mp_rank_path() << " not built";
+    }
+
+    std::vector<std::string> command(const RunSpec &s) const {
+        std::vector<std::string> argv = {p2prun_path(), "-n",
+                                         std::to_string(s.ranks), "--timeout",
+                                         std::to_string(s.timeout_s)};
+        if (s.keep_going) {
+            argv.push_back("--keep-going");
+        }
+        std::vector<std::string> env = GetParam().env;
+        env.insert(env.end(), s.env.begin(), s.env.end());
+        env.push_back("P2P_PEER_TIMEOUT_MS=2000");
+        for (const std::string &e : env) {
+            argv.push_back("-x");
+            argv.push_back(e);
+        }
+        argv.push_back("--");
+        argv.push_back(mp_rank_path());
+        argv.insert(argv.end(), s.args.begin(), s.args.end());
+        return argv;
+    }
+
+    static std::string joined(const std::vector<std::string> &v) {
+        std::string s;
+        for (const std::string &a : v) {
+            s += (s.empty() ? "" : " ") + a;
+        }
+        return s;
+    }
+
+    /** Run to the end; returns p2prun's status, output in *out. */
+    int run(const RunSpec &s, std::string *out) {
+        std::vector<std::string> argv = command(s);
+        Launch l(argv);
+        EXPECT_TRUE(l.started()) << joined(argv);
+        auto t0 = std::chrono::steady_clock::now();
+        int st = l.wait(s.timeout_s + 30);
+        double took = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - t0).count();
+        *out = l.output();
+        RecordProperty("seconds", std::to_string(took));
+        std::printf("[ mp_test  ] %s: status %d in %.1f s\n", joined(s.args).c_str(),
+                    st, took);
+        return st;
+    }
+
+    /** The scenario must exit 0 and print `ok_word` once per rank. */
+    void expect_pass(const RunSpec &s, const std::string &ok_word) {
+        std::string out;
+        int st = run(s, &out);
+        EXPECT_EQ(0, st) << joined(command(s)) << "\n" << out;
+        EXPECT_EQ(static_cast<size_t>(s.ranks), count(out, ok_word))
+            << "expected '" << ok_word << "' from every rank:\n" << out;
+    }
+
+    static size_t count(const std::string &text, const std::string &word) {
+        size_t n = 0;
+        for (size_t p = text.find(word); p != std::string::npos;
+             p = text.find(word, p + word.size())) {
+            ++n;
+        }
+        return n;
+    }
+};
+
+std::string tcp_or(const char *shm_value, const char *tcp_value,
+                   const Transport &t) {
+    return std::string(t.name) == "tcp" ? tcp_value : shm_value;
+}
+
+} // namespace
+
+TEST_P(MpTest, Alltoall2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"alltoall"};
+    expect_pass(s, "alltoall ok");
+}
+
+TEST_P(MpTest, Alltoall8Ranks) {
+    RunSpec s;
+    s.ranks = 8;
+    s.timeout_s = 150;
+    // 8 ranks on 2 cores: the largest tensor only where it stays quick.
+    s.args = {"alltoall", tcp_or("4194304", "1048579", GetParam())};
+    expect_pass(s, "alltoall ok");
+}
+
+TEST_P(MpTest, Unexpected3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"unexpected"};
+    expect_pass(s, "unexpected ok");
+}
+
+TEST_P(MpTest, Shuffle4Ranks) {
+    RunSpec s;
+    s.ranks = 4;
+    s.args = {"shuffle"};
+    expect_pass(s, "shuffle ok");
+}
+
+TEST_P(MpTest, Batch2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"batch", "128"};
+    expect_pass(s, "batch ok");
+}
+
+TEST_P(MpTest, Batch3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"batch", "32"};
+    expect_pass(s, "batch ok");
+}
+
+TEST_P(MpTest, Truncate2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"truncate"};
+    expect_pass(s, "truncate ok");
+}
+
+TEST_P(MpTest, Threads2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"threads", "8", "6"};
+    expect_pass(s, "threads ok");
+}
+
+TEST_P(MpTest, Shutdown3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"shutdown"};
+    expect_pass(s, "shutdown ok");
+}
+
+TEST_P(MpTest, KillNineSurvivors) {
+    RunSpec s;
+    s.ranks = 3;
+    s.keep_going = true;
+    s.timeout_s = 90;
+    s.args = {"killee", "2"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(137, st) << "p2prun must report the victim's SIGKILL\n" << out;
+    EXPECT_NE(std::string::npos, out.find("survivor ok rank=0")) << out;
+    EXPECT_NE(std::string::npos, out.find("survivor ok rank=1")) << out;
+    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+}
+
+TEST_P(MpTest, Idle8RanksUseNoCpu) {
+    const int kRanks = 8;
+    char dir_tmpl[] = "/tmp/mp_test_idle.XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir_tmpl));
+    const std::string go = std::string(dir_tmpl) + "/go";
+    RunSpec s;
+    s.ranks = kRanks;
+    s.timeout_s = 120;
+    s.args = {"idle", "90"};
+    s.env = {"P2P_MP_GO_FILE=" + go};
+    std::vector<std::string> argv = command(s);
+    Launch l(argv);
+    ASSERT_TRUE(l.started());
+
+    // Every rank prints "pid=<n>" once it passed the first barrier.
+    std::map<std::string, pid_t> pids; // by "mp_rank[r]"
+    const std::regex re("(mp_rank\\[[0-9]+\\]) idle: pid=([0-9]+)");
+    std::string line;
+    auto t0 = std::chrono::steady_clock::now();
+    while (pids.size() < static_cast<size_t>(kRanks)) {
+        double left = 100 - std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - t0).count();
+        if (left <= 0 || !l.read_line(&line, left)) {
+            break;
+        }
+        std::smatch m;
+        if (std::regex_search(line, m, re)) {
+            pids[m[1]] = static_cast<pid_t>(std::stol(m[2]));
+        }
+    }
+    if (pids.size() != static_cast<size_t>(kRanks)) {
+        std::FILE *f = std::fopen(go.c_str(), "w");
+        if (f != nullptr) {
+            std::fclose(f);
+        }
+        l.wait(30);
+        ADD_FAILURE() << "only " << pids.size() << " ranks reached the idle phase:\n"
+                      << l.output();
+        unlink(go.c_str());
+        rmdir(dir_tmpl);
+        return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // settle
+    std::map<std::string, long long> before;
+    for (const auto &p : pids) {
+        before[p.first] = mptest::cpu_ticks(p.second);
+    }
+    auto m0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const double wall = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - m0).count();
+    std::map<std::string, long long> after;
+    for (const auto &p : pids) {
+        after[p.first] = mptest::cpu_ticks(p.second);
+    }
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    std::FILE *f = std::fopen(go.c_str(), "w");
+    ASSERT_NE(nullptr, f);
+    std::fclose(f);
+    for (const auto &p : pids) {
+        ASSERT_GE(before[p.first], 0) << p.first << " vanished";
+        ASSERT_GE(after[p.first], 0) << p.first << " vanished";
+        double share = (after[p.first] - before[p.first]) / hz / wall;
+        std::printf("[ mp_test  ] %s pid %d idle cpu %.2f%% of a core\n",
+                    p.first.c_str(), static_cast<int>(p.second), share * 100);
+        EXPECT_LT(share, 0.05) << p.first << " (pid " << p.second
+                               << ") used " << share * 100
+                               << "% of a core while idle";
+    }
+    int st = l.wait(60);
+    EXPECT_EQ(0, st) << "traffic after the idle phase failed:\n" << l.output();
+    EXPECT_EQ(static_cast<size_t>(kRanks),
+              [&] {
+                  size_t n = 0;
+                  const std::string &o = l.output();
+                  for (size_t p = o.find("idle ok"); p != std::string::npos;
+                       p = o.find("idle ok", p + 1)) {
+                      ++n;
+                  }
+                  return n;
+              }())
+        << l.output();
+    unlink(go.c_str());
+    rmdir(dir_tmpl);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MpTest, ::testing::Values(kShm, kTcp),
+                         [](const ::testing::TestParamInfo<Transport> &i) {
+                             return std::string(i.param.name);
+                         });
