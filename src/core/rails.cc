@@ -134,7 +134,7 @@ uint32_t slurm_tasks_on_node(const std::string &spec, uint32_t node) {
 LocalRank local_rank_detect(const EnvLookup &env) {
     LocalRank lr;
     static const char *const kPairs[][2] = {
-        {"P2P_LOCAL_RANK", "P2P_LOCAL_SIZE"},
+        {"P2P_LOCAL_RANK", "P2P_LOCAL_WORLD_SIZE"},
         {"LOCAL_RANK", "LOCAL_WORLD_SIZE"},
         {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
         {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},

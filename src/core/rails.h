@@ -31,7 +31,7 @@ using EnvLookup = std::function<const char *(const char *)>;
 
 /**
  * Local rank and size from the first source that is present and valid:
- *   1. P2P_LOCAL_RANK / P2P_LOCAL_SIZE (ours, overrides everything)
+ *   1. P2P_LOCAL_RANK / P2P_LOCAL_WORLD_SIZE (ours, overrides everything)
  *   2. LOCAL_RANK / LOCAL_WORLD_SIZE (torchrun, p2prun)
  *   3. OMPI_COMM_WORLD_LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_SIZE (mpirun)
  *   4. MPI_LOCALRANKID / MPI_LOCALNRANKS (MPICH hydra)
@@ -55,7 +55,7 @@ bool parse_cpu_list(const std::string &text, std::vector<int> *out);
  * cfg through ucp_config_modify, never one the user set in the environment.
  * A machine that cannot be inspected (no hwloc, load failure) gives no plan
  * and P2P_OK. P2P_ERR_INVALID_PARAM when the user's rail settings are
- * invalid (bad P2P_RAILS, P2P_LOCAL_RANK >= P2P_LOCAL_SIZE is only skipped).
+ * invalid (bad P2P_RAILS, P2P_LOCAL_RANK >= P2P_LOCAL_WORLD_SIZE is only skipped).
  */
 p2p_status_t rails_apply_ucx(ucp_config_t *cfg);
 

@@ -7,13 +7,13 @@
 # Needs root, ip and tc (exit 77 otherwise). Everything it creates is
 # removed on every exit path.
 # Knobs: RAILS_RATE (tbf rate per veth, default 300mbit), RAILS_BW_COUNT
-# (messages, default 32), RAILS_BW_SIZE (bytes, default 4 MiB),
+# (messages, default 64), RAILS_BW_SIZE (bytes, default 4 MiB),
 # RAILS_COUNTS (default "1 2 4").
 set -u
 BUILD=${P2P_TOP_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BW=$BUILD/test/rails/rails_bw
 RATE=${RAILS_RATE:-300mbit}
-export RAILS_BW_COUNT=${RAILS_BW_COUNT:-32}
+export RAILS_BW_COUNT=${RAILS_BW_COUNT:-64}
 export RAILS_BW_SIZE=${RAILS_BW_SIZE:-4194304}
 COUNTS=${RAILS_COUNTS:-1 2 4}
 NPAIRS=4

@@ -74,7 +74,7 @@ TEST(LocalRank, OrderOfSources) {
     EXPECT_EQ(4u, lr.size);
     EXPECT_EQ("LOCAL_RANK/LOCAL_WORLD_SIZE", lr.source);
 
-    lr = local_rank_detect(env_of({{"P2P_LOCAL_RANK", "0"}, {"P2P_LOCAL_SIZE", "2"},
+    lr = local_rank_detect(env_of({{"P2P_LOCAL_RANK", "0"}, {"P2P_LOCAL_WORLD_SIZE", "2"},
                                    {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}}));
     EXPECT_EQ(0u, lr.rank);
     EXPECT_EQ(2u, lr.size);
@@ -101,7 +101,7 @@ TEST(LocalRank, SlurmAndPmix) {
 TEST(LocalRank, InvalidSourcesAreSkipped) {
     // rank >= size, garbage, half a pair: each skipped for the next source.
     LocalRank lr = local_rank_detect(env_of({{"P2P_LOCAL_RANK", "4"},
-                                             {"P2P_LOCAL_SIZE", "4"},
+                                             {"P2P_LOCAL_WORLD_SIZE", "4"},
                                              {"LOCAL_RANK", "x"},
                                              {"LOCAL_WORLD_SIZE", "4"},
                                              {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
