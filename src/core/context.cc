@@ -1,6 +1,7 @@
 #include "core/context.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/rails.h"
 #include "core/status.h"
 
 #include <cstdlib>
@@ -149,6 +150,12 @@ p2p_status_t Context::create(const ContextSettings &settings,
     ucx_default(cfg.get(), "KEEPALIVE_INTERVAL",
                 std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) +
                     "ms");
+
+    // Rails (src/core/rails.h): the plan's UCX_NET_DEVICES / rails settings.
+    p2p_status_t rs = rails_apply_ucx(cfg.get());
+    if (rs != P2P_OK) {
+        return rs;
+    }
 
     bool wakeup = settings.progress_mode != P2P_PROGRESS_BUSY;
     ucp_params_t params = {};

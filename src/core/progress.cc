@@ -1,5 +1,6 @@
 #include "core/progress.h"
 #include "core/log.h"
+#include "core/rails.h"
 
 #include <cerrno>
 #include <cstring>
@@ -119,6 +120,7 @@ void Progress::sleep_on_events(int timeout_ms) {
 }
 
 void Progress::run() {
+    rails_bind_this_thread("progress");  // the rail plan's NUMA node
     int64_t last_active = now_ns();
     const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
     const int64_t spin_busy_ns = static_cast<int64_t>(opts_.spin_busy_us) * 1000;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <dirent.h>
+
 extern char **environ;
 
 namespace ucxp2p {
@@ -208,7 +210,8 @@ AutoResult plan_without_gpu(const Machine &m, const std::vector<Nic> &cands,
 
 /** Resolve a list of device names (name[:port]) against the known NICs. */
 p2p_status_t resolve_names(const std::vector<Nic> &all, const std::string &list,
-                           const char *var, std::vector<PlannedNic> *out) {
+                           const char *var, std::vector<PlannedNic> *out,
+                           const std::vector<std::string> &netdevs = {}) {
     for (const std::string &e : split(list, ',')) {
         std::string name;
         unsigned port;
@@ -219,6 +222,14 @@ p2p_status_t resolve_names(const std::vector<Nic> &all, const std::string &list,
         }
         auto it = std::find_if(all.begin(), all.end(),
                                [&](const Nic &n) { return n.name == name; });
+        if (it == all.end() && port == 0 &&
+            std::find(netdevs.begin(), netdevs.end(), name) != netdevs.end()) {
+            PlannedNic tcp;
+            tcp.nic.name = name;
+            tcp.tcp = true;
+            out->push_back(tcp);
+            continue;
+        }
         if (it == all.end()) {
             std::string known = all.empty() ? "none" : "";
             for (const Nic &n : all) {
@@ -255,6 +266,9 @@ void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
     for (PlannedNic &p : plan->nics) {
+        if (p.tcp) {
+            continue;
+        }
         std::vector<unsigned> ports = roce_list_ports(in.sysfs_root, p.nic.name);
         if (ports.empty()) {
             continue;
@@ -319,6 +333,14 @@ PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) 
         }
     }
     in.sysfs_root = kDefaultSysfsRoot;
+    if (DIR *d = opendir("/sys/class/net")) {
+        while (struct dirent *e = readdir(d)) {
+            if (e->d_name[0] != '.') {
+                in.netdevs.emplace_back(e->d_name);
+            }
+        }
+        closedir(d);
+    }
     return in;
 }
 
@@ -395,7 +417,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                                  " ignored: UCX_NET_DEVICES is set");
         }
     } else if (!rails_auto && !rails_count) {
-        st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics);
+        st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics, in.netdevs);
         plan.reason = "P2P_RAILS=" + in.rails;
     } else if (!in.smddp_devices.empty()) {
         st = resolve_names(all, in.smddp_devices, "SMDATAPARALLEL_DEVICE_NAME",
@@ -523,6 +545,10 @@ std::string rail_plan_describe(const RailPlan &p) {
         os << " none";
     }
     for (const PlannedNic &n : p.nics) {
+        if (n.tcp) {
+            os << " " << n.ucx_name() << " [tcp]";
+            continue;
+        }
         os << " " << n.ucx_name() << " [" << nic_kind_name(n.nic.kind);
         if (!n.nic.pci.busid.empty()) {
             os << " " << n.nic.pci.busid;

@@ -41,6 +41,10 @@ struct PlanInput {
     std::vector<std::pair<std::string, std::string>> user_ucx;
     /** sysfs tree for RoCE GID detection; empty: skip it. */
     std::string sysfs_root;
+    /** Network interfaces P2P_RAILS may name as TCP rails (veth0, eth1)
+     *  when no RDMA device has the name; from_environment lists
+     *  /sys/class/net. */
+    std::vector<std::string> netdevs;
 
     /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME
      *  and every UCX_* variable of the environment; sysfs_root is the
@@ -53,7 +57,10 @@ struct PlanInput {
 struct PlannedNic {
     Nic nic;
     unsigned port = 1;
-    std::string ucx_name() const { return nic.name + ":" + std::to_string(port); }
+    bool tcp = false;   /**< a network interface (UCX tcp), not an rdma port */
+    std::string ucx_name() const {
+        return tcp ? nic.name : nic.name + ":" + std::to_string(port);
+    }
 };
 
 struct RailPlan {

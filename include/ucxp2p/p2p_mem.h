@@ -1,0 +1,64 @@
+/*
+ * ucxp2p -- NUMA-placed, registered memory.
+ *
+ * Buffers for transfers should live on the NUMA node nearest the NIC(s) the
+ * rank sends through. p2p_mem_alloc maps anonymous memory bound (mbind
+ * MPOL_BIND) to one NUMA node and registers it with the context, so it can
+ * be used with p2p_comm_send / p2p_comm_recv right away.
+ */
+#ifndef UCXP2P_P2P_MEM_H
+#define UCXP2P_P2P_MEM_H
+
+#include <ucxp2p/p2p.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/**
+ * Allocate length bytes (rounded up to whole pages, zero-filled) on NUMA
+ * node numa_node, or on the node of this rank's rail plan when numa_node is
+ * -1 (the node nearest its NICs / GPU; when that is unknown, the memory
+ * follows the kernel's default policy), and register it with context.
+ * Pages are placed when first touched. *address_p and *mem_p are set only
+ * on success. Release with p2p_mem_free (not p2p_mem_deregister).
+ * Errors: P2P_ERR_INVALID_HANDLE (context), P2P_ERR_INVALID_PARAM (zero
+ * length, NULL address_p or mem_p, numa_node < -1 or not a node of this
+ * machine), P2P_ERR_NO_MEMORY (mmap failed), P2P_ERR_UNSUPPORTED (the
+ * kernel refused to bind to the node), P2P_ERR_TRANSPORT (registration).
+ */
+p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length, int numa_node,
+                           void **address_p, p2p_mem_h *mem_p);
+
+/**
+ * Deregister and unmap memory from p2p_mem_alloc. address must be the
+ * address it returned and mem its registration (or a registration already
+ * released with p2p_mem_deregister; then only the memory is unmapped).
+ * Errors: P2P_ERR_INVALID_PARAM (address not from p2p_mem_alloc, already
+ * freed, or mem is another registration), P2P_ERR_BUSY (operations using
+ * mem are in flight; nothing is released).
+ */
+p2p_status_t p2p_mem_free(void *address, p2p_mem_h mem);
+
+/**
+ * NUMA node of the present (touched) pages of [address, address + length),
+ * looking at up to 64 pages spread over the range (move_pages query, which
+ * touches nothing): the node when all of them lie on one node, -1 when they
+ * are spread, none is present, or the kernel cannot tell. For tests and
+ * diagnostics.
+ */
+int p2p_mem_numa_node(const void *address, size_t length);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

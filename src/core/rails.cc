@@ -1,0 +1,291 @@
+#include "core/rails.h"
+
+#include "core/log.h"
+#include "topo/rail_plan.h"
+#include "topo/topology.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <sched.h>
+#include <sstream>
+#include <unistd.h>
+
+namespace ucxp2p {
+
+namespace {
+
+bool parse_u32(const char *s, uint32_t *out) {
+    if (s == nullptr || *s == '\0' || std::strlen(s) > 9) {
+        return false;
+    }
+    for (const char *p = s; *p != '\0'; ++p) {
+        if (*p < '0' || *p > '9') {
+            return false;
+        }
+    }
+    *out = static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
+    return true;
+}
+
+/** One source: both variables present, numeric, rank < size. */
+bool try_pair(const EnvLookup &env, const char *rank_var, const char *size_var,
+              LocalRank *out) {
+    const char *r = env(rank_var);
+    const char *s = env(size_var);
+    if (r == nullptr && s == nullptr) {
+        return false;
+    }
+    uint32_t rank;
+    uint32_t size;
+    if (!parse_u32(r, &rank) || !parse_u32(s, &size) || size == 0 || rank >= size) {
+        P2P_LOG(P2P_LOG_WARN, "rails: ignoring %s='%s' %s='%s' (need 0 <= rank < size)",
+                rank_var, r ? r : "(unset)", size_var, s ? s : "(unset)");
+        return false;
+    }
+    out->rank = rank;
+    out->size = size;
+    out->source = std::string(rank_var) + "/" + size_var;
+    return true;
+}
+
+bool try_slurm(const EnvLookup &env, LocalRank *out) {
+    const char *id = env("SLURM_LOCALID");
+    if (id == nullptr) {
+        return false;
+    }
+    const char *tpn = env("SLURM_TASKS_PER_NODE");
+    const char *node = env("SLURM_NODEID");
+    uint32_t rank;
+    uint32_t n = 0;
+    uint32_t size = 0;
+    if (parse_u32(id, &rank) && tpn != nullptr && parse_u32(node ? node : "0", &n)) {
+        size = slurm_tasks_on_node(tpn, n);
+    }
+    if (size == 0 || rank >= size) {
+        P2P_LOG(P2P_LOG_WARN, "rails: ignoring SLURM_LOCALID='%s' "
+                "SLURM_TASKS_PER_NODE='%s' SLURM_NODEID='%s'",
+                id, tpn ? tpn : "(unset)", node ? node : "(unset)");
+        return false;
+    }
+    out->rank = rank;
+    out->size = size;
+    out->source = "SLURM_LOCALID/SLURM_TASKS_PER_NODE";
+    return true;
+}
+
+/** Process-wide state: the topology (loaded once) and the latest plan. */
+struct RailState {
+    std::mutex mu;
+    bool loaded = false;
+    std::unique_ptr<topo::Topology> topo;
+    int numa = -1;
+};
+
+RailState &state() {
+    static RailState *s = new RailState();  // never destroyed: used at exit
+    return *s;
+}
+
+std::string read_file(const std::string &path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+} // namespace
+
+uint32_t slurm_tasks_on_node(const std::string &spec, uint32_t node) {
+    std::istringstream in(spec);
+    std::string item;
+    uint64_t seen = 0;
+    while (std::getline(in, item, ',')) {
+        uint32_t count;
+        uint32_t reps = 1;
+        size_t paren = item.find('(');
+        std::string head = item.substr(0, paren);
+        if (!parse_u32(head.c_str(), &count)) {
+            return 0;
+        }
+        if (paren != std::string::npos) {
+            if (item.size() < paren + 4 || item.compare(paren, 2, "(x") != 0 ||
+                item.back() != ')') {
+                return 0;
+            }
+            std::string r = item.substr(paren + 2, item.size() - paren - 3);
+            if (!parse_u32(r.c_str(), &reps)) {
+                return 0;
+            }
+        }
+        if (node < seen + reps) {
+            return count;
+        }
+        seen += reps;
+    }
+    return 0;
+}
+
+LocalRank local_rank_detect(const EnvLookup &env) {
+    LocalRank lr;
+    static const char *const kPairs[][2] = {
+        {"P2P_LOCAL_RANK", "P2P_LOCAL_WORLD_SIZE"},
+        {"LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+        {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    };
+    for (const auto &p : kPairs) {
+        if (try_pair(env, p[0], p[1], &lr)) {
+            return lr;
+        }
+    }
+    if (try_slurm(env, &lr) || try_pair(env, "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE", &lr)) {
+        return lr;
+    }
+    lr = LocalRank{};
+    P2P_LOG(P2P_LOG_INFO, "rails: no local rank in the environment (LOCAL_RANK, "
+            "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); planning as local "
+            "rank 0 of 1");
+    return lr;
+}
+
+bool parse_cpu_list(const std::string &text, std::vector<int> *out) {
+    out->clear();
+    std::string t = text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) {
+        t.pop_back();
+    }
+    if (t.empty()) {
+        return true;
+    }
+    std::istringstream in(t);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        size_t dash = item.find('-');
+        uint32_t lo;
+        uint32_t hi;
+        if (!parse_u32(item.substr(0, dash).c_str(), &lo)) {
+            return false;
+        }
+        hi = lo;
+        if (dash != std::string::npos &&
+            (!parse_u32(item.substr(dash + 1).c_str(), &hi) || hi < lo)) {
+            return false;
+        }
+        if (hi >= CPU_SETSIZE) {
+            return false;
+        }
+        for (uint32_t c = lo; c <= hi; ++c) {
+            out->push_back(static_cast<int>(c));
+        }
+    }
+    return true;
+}
+
+std::vector<int> numa_node_cpus(int numa, const std::string &root) {
+    std::vector<int> cpus;
+    if (numa < 0) {
+        return cpus;
+    }
+    std::string text = read_file(root + "/node" + std::to_string(numa) + "/cpulist");
+    if (!parse_cpu_list(text, &cpus)) {
+        cpus.clear();
+    }
+    return cpus;
+}
+
+p2p_status_t rails_apply_ucx(ucp_config_t *cfg) {
+    RailState &s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.loaded) {
+        s.loaded = true;
+        if (topo::Topology::load("", &s.topo) != P2P_OK) {
+            P2P_LOG(P2P_LOG_INFO, "rails: topology unavailable; UCX chooses devices");
+            s.topo.reset();
+        }
+    }
+    s.numa = -1;
+    if (!s.topo) {
+        return P2P_OK;
+    }
+    LocalRank lr = local_rank_detect([](const char *n) { return std::getenv(n); });
+    topo::PlanInput in = topo::PlanInput::from_environment(lr.rank, lr.size);
+    in.binding_numa = s.topo->binding_numa();
+    topo::RailPlan plan;
+    p2p_status_t st = topo::plan_rails(s.topo->machine(), in, &plan);
+    if (st != P2P_OK) {
+        return st;
+    }
+    s.numa = plan.numa;
+    P2P_LOG(P2P_LOG_INFO, "rails: local rank %u of %u (%s), numa %d, %zu rail(s): %s",
+            lr.rank, lr.size, lr.source.empty() ? "default" : lr.source.c_str(),
+            plan.numa, plan.nics.size(), plan.reason.c_str());
+    for (const std::string &n : plan.notes) {
+        P2P_LOG(P2P_LOG_INFO, "rails: %s", n.c_str());
+    }
+    for (const auto &kv : plan.ucx_settings) {
+        if (kv.first.compare(0, 4, "UCX_") != 0 || std::getenv(kv.first.c_str()) != nullptr) {
+            continue;  // the plan already skips user settings; be safe
+        }
+        ucs_status_t us = ucp_config_modify(cfg, kv.first.c_str() + 4, kv.second.c_str());
+        if (us != UCS_OK) {
+            P2P_LOG(P2P_LOG_WARN, "rails: %s=%s not applied: %s", kv.first.c_str(),
+                    kv.second.c_str(), ucs_status_string(us));
+        } else {
+            P2P_LOG(P2P_LOG_DEBUG, "rails: set %s=%s", kv.first.c_str(),
+                    kv.second.c_str());
+        }
+    }
+    return P2P_OK;
+}
+
+int rails_numa() {
+    RailState &s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.numa;
+}
+
+void rails_bind_this_thread(const char *what) {
+    int numa = rails_numa();
+    if (numa < 0) {
+        return;
+    }
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) {
+        return;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && CPU_COUNT(&allowed) < online) {
+        P2P_LOG(P2P_LOG_DEBUG, "rails: %s thread keeps the user's cpu binding "
+                "(%d of %ld cpus)", what, CPU_COUNT(&allowed), online);
+        return;
+    }
+    cpu_set_t want;
+    CPU_ZERO(&want);
+    for (int c : numa_node_cpus(numa)) {
+        if (CPU_ISSET(c, &allowed)) {
+            CPU_SET(c, &want);
+        }
+    }
+    if (CPU_COUNT(&want) == 0 || CPU_EQUAL(&want, &allowed)) {
+        P2P_LOG(P2P_LOG_DEBUG, "rails: %s thread not rebound (numa %d spans %d "
+                "allowed cpu(s))", what, numa, CPU_COUNT(&want));
+        return;
+    }
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(want), &want);
+    if (rc != 0) {
+        P2P_LOG(P2P_LOG_INFO, "rails: cannot bind %s thread to numa %d: %s", what,
+                numa, std::strerror(rc));
+        return;
+    }
+    P2P_LOG(P2P_LOG_INFO, "rails: %s thread bound to the %d cpu(s) of numa %d",
+            what, CPU_COUNT(&want), numa);
+}
+
+} // namespace ucxp2p

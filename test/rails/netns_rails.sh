@@ -1,0 +1,108 @@
+#!/bin/bash
+# Multi-rail end to end: two network namespaces joined by 4 veth pairs, each
+# rate-limited with tc tbf; one rails_bw rank per namespace (UCX_TLS=tcp,
+# P2P_RAILS naming the veths) over 1, 2 and 4 rails. Asserts that bytes
+# flowed on every rail used; prints the aggregate bandwidth against one rail
+# (reported, not asserted: the machine is shared).
+# Needs root, ip and tc (exit 77 otherwise). Everything it creates is
+# removed on every exit path.
+# Knobs: RAILS_RATE (tbf rate per veth, default 300mbit), RAILS_BW_COUNT
+# (messages, default 64), RAILS_BW_SIZE (bytes, default 4 MiB),
+# RAILS_COUNTS (default "1 2 4").
+set -u
+BUILD=${P2P_TOP_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BW=$BUILD/test/rails/rails_bw
+RATE=${RAILS_RATE:-300mbit}
+export RAILS_BW_COUNT=${RAILS_BW_COUNT:-64}
+export RAILS_BW_SIZE=${RAILS_BW_SIZE:-4194304}
+COUNTS=${RAILS_COUNTS:-1 2 4}
+NPAIRS=4
+
+skip() { echo "netns_rails: SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
+command -v ip >/dev/null && command -v tc >/dev/null || skip "needs ip and tc"
+[ -x "$BW" ] || { echo "netns_rails: $BW not built"; exit 1; }
+
+TAG=$$
+NS0=p2prl${TAG}a
+NS1=p2prl${TAG}b
+TMP=$(mktemp -d /tmp/p2p-netns-rails.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    ip netns del "$NS0" 2>/dev/null
+    ip netns del "$NS1" 2>/dev/null   # deleting a namespace removes its veths
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+ip netns add "$NS0" 2>/dev/null && ip netns add "$NS1" 2>/dev/null ||
+    skip "cannot create network namespaces here"
+ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up || exit 1
+for i in $(seq 0 $((NPAIRS - 1))); do
+    a=rl${TAG}a$i; b=rl${TAG}b$i
+    ip link add "$a" netns "$NS0" type veth peer name "$b" netns "$NS1" ||
+        skip "cannot create veth pairs"
+    ip -n "$NS0" addr add 10.213.$i.1/24 dev "$a" &&
+    ip -n "$NS1" addr add 10.213.$i.2/24 dev "$b" &&
+    ip -n "$NS0" link set "$a" up && ip -n "$NS1" link set "$b" up || exit 1
+    for x in "$NS0 $a" "$NS1 $b"; do
+        set -- $x
+        ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" \
+            burst 256kb latency 50ms || skip "tc tbf unavailable"
+    done
+done
+
+tx_bytes() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
+
+# run N: one transfer over the first N rails; sets MIBS
+run() {
+    local n=$1 r0="" r1="" i
+    for i in $(seq 0 $((n - 1))); do
+        r0+="${r0:+,}rl${TAG}a$i"; r1+="${r1:+,}rl${TAG}b$i"
+    done
+    local -a before
+    for i in $(seq 0 $((n - 1))); do before[$i]=$(tx_bytes "$NS0" "rl${TAG}a$i"); done
+    local port=$((20000 + (TAG + n * 97) % 20000))
+    local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
+        P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000"
+    PIDS=""
+    ip netns exec "$NS0" env $common RANK=0 P2P_RAILS="$r0" timeout 50 "$BW" \
+        >"$TMP/r0.$n" 2>&1 & PIDS="$!"
+    ip netns exec "$NS1" env $common RANK=1 P2P_RAILS="$r1" timeout 50 "$BW" \
+        >"$TMP/r1.$n" 2>&1 & PIDS="$PIDS $!"
+    local rc=0 p
+    for p in $PIDS; do wait "$p" || rc=1; done
+    PIDS=""
+    if [ $rc != 0 ]; then
+        echo "netns_rails: FAIL: $n rail(s): a rank failed"; cat "$TMP/r0.$n" "$TMP/r1.$n"
+        exit 1
+    fi
+    MIBS=$(sed -n 's/.*= \([0-9.]*\) MiB\/s/\1/p' "$TMP/r0.$n")
+    [ -n "$MIBS" ] || { echo "netns_rails: FAIL: no result"; cat "$TMP/r0.$n"; exit 1; }
+    local total=$((RAILS_BW_COUNT * RAILS_BW_SIZE)) line=""
+    for i in $(seq 0 $((n - 1))); do
+        local d=$(( $(tx_bytes "$NS0" "rl${TAG}a$i") - before[i] ))
+        line+=" rail$i=$((d >> 20))MiB"
+        # Every rail must carry a real share (at least a quarter of even).
+        if [ $d -lt $((total / n / 4)) ]; then
+            echo "netns_rails: FAIL: $n rail(s): rail $i carried only $d bytes"
+            cat "$TMP/r0.$n"; exit 1
+        fi
+    done
+    echo "netns_rails: $n rail(s): $MIBS MiB/s;$line"
+}
+
+declare -A BWS
+for n in $COUNTS; do
+    run "$n"
+    BWS[$n]=$MIBS
+done
+if [ -n "${BWS[1]:-}" ]; then
+    for n in $COUNTS; do
+        awk -v n="$n" -v a="${BWS[$n]}" -v b="${BWS[1]}" \
+            'BEGIN { printf "netns_rails: %d rail(s) / 1 rail = %.2fx\n", n, a / b }'
+    done
+fi
+echo "netns_rails: PASS (rate $RATE per veth, $RAILS_BW_COUNT x $RAILS_BW_SIZE bytes)"
