@@ -17,11 +17,12 @@ tmp=$(mktemp -d /tmp/mpi_coexist.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 99
 # shellcheck disable=SC2046
-timeout 300 mpicxx -std=c++17 -Wall -Wextra -Werror -Wno-unused-parameter \
+# shellcheck disable=SC2086
+timeout 300 mpicxx -std=c++17 -Wall -Wextra -Werror -Wno-unused-parameter ${P2P_SAN_FLAGS-} \
     -I"$src/include" -I"$src/src" -I"$build" $(pkg-config --cflags pmix) \
     -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 \
     -c "$here/mpi_coexist.cc" -o mpi_coexist.o || { echo "FAIL: compile"; exit 1; }
-timeout 120 "$build/libtool" --quiet --tag=CXX --mode=link mpicxx -pthread \
+timeout 120 "$build/libtool" --quiet --tag=CXX --mode=link mpicxx -pthread ${P2P_SAN_FLAGS-} \
     -o mpi_coexist mpi_coexist.o "$build/libp2pcore.la" || { echo "FAIL: link"; exit 1; }
 
 failed=0
