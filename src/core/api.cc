@@ -1,0 +1,429 @@
+/*
+ * The C entry points: handle lookup, argument validation, and an exception
+ * barrier so no C++ exception crosses the C API.
+ */
+#include "core/comm.h"
+#include "core/context.h"
+#include "core/handles.h"
+#include "core/log.h"
+#include "core/mem.h"
+#include "wireup/bootstrap.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <new>
+
+using namespace ucxp2p;
+
+namespace ucxp2p {
+
+uint64_t handle_next_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+}
+
+} // namespace ucxp2p
+
+namespace {
+
+struct ContextEntry {
+    std::shared_ptr<Context> ctx;
+    uint64_t id = 0;
+};
+
+struct BootstrapEntry {
+    std::unique_ptr<Bootstrap> bs;
+    std::mutex mu;  // bootstrap calls are made one at a time
+};
+
+struct CommEntry {
+    std::unique_ptr<Comm> comm;
+};
+
+struct MemEntry {
+    std::shared_ptr<Context> ctx;
+    Mem mem;
+};
+
+Registry<ContextEntry> g_contexts;
+Registry<BootstrapEntry> g_bootstraps;
+Registry<CommEntry> g_comms;
+Registry<MemEntry> g_mems;
+
+template <class F> p2p_status_t guarded(const char *what, F f) {
+    try {
+        return f();
+    } catch (const std::bad_alloc &) {
+        P2P_LOG(P2P_LOG_ERROR, "%s: out of memory", what);
+        return P2P_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        P2P_LOG(P2P_LOG_ERROR, "%s: internal error: %s", what, e.what());
+        return P2P_ERR_TRANSPORT;
+    } catch (...) {
+        P2P_LOG(P2P_LOG_ERROR, "%s: unknown internal error", what);
+        return P2P_ERR_TRANSPORT;
+    }
+}
+
+void destroy_mem(MemEntry &e) {
+    std::lock_guard<std::mutex> lock(e.ctx->worker_mu());
+    ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
+}
+
+/** Validate one block against comm; fills item. */
+p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
+                         const void *buffer, size_t length, p2p_mem_h mem,
+                         void *user_context, PostItem *item,
+                         std::shared_ptr<MemEntry> *mem_ref) {
+    std::shared_ptr<MemEntry> m = g_mems.get(handle_id(mem));
+    if (!m) return P2P_ERR_INVALID_HANDLE;
+    if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
+    if (m->mem.ctx_id != comm.ctx_id()) {
+        P2P_LOG(P2P_LOG_ERROR, "comm %u: registration belongs to another context",
+                comm.id());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    if (peer >= comm.size()) return P2P_ERR_BAD_RANK;
+    if (!m->mem.contains(buffer, length)) return P2P_ERR_NOT_REGISTERED;
+    item->peer = peer;
+    item->tensor_id = tensor_id;
+    item->buffer = const_cast<void *>(buffer);
+    item->length = length;
+    item->mem = &m->mem;
+    item->user_context = user_context;
+    *mem_ref = std::move(m);
+    return P2P_OK;
+}
+
+p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blocks,
+                         size_t count, size_t *bad_index_p) {
+    return guarded(is_send ? "send" : "recv", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm_h));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (blocks == nullptr && count > 0) return P2P_ERR_INVALID_PARAM;
+        if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
+        std::vector<PostItem> items(count);
+        std::vector<std::shared_ptr<MemEntry>> refs(count);
+        for (size_t i = 0; i < count; ++i) {
+            const p2p_block_t &b = blocks[i];
+            p2p_status_t st = check_block(*c->comm, b.peer, b.tensor_id, b.buffer,
+                                          b.length, b.mem, b.user_context,
+                                          &items[i], &refs[i]);
+            if (st != P2P_OK) {
+                if (bad_index_p != nullptr) *bad_index_p = i;
+                return st;
+            }
+        }
+        return c->comm->post(is_send, items.data(), count, bad_index_p);
+    });
+}
+
+p2p_status_t post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer,
+                         uint32_t tensor_id, const void *buffer, size_t length,
+                         p2p_mem_h mem, void *user_context) {
+    return guarded(is_send ? "send" : "recv", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm_h));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
+        PostItem item;
+        std::shared_ptr<MemEntry> ref;
+        p2p_status_t st = check_block(*c->comm, peer, tensor_id, buffer, length,
+                                      mem, user_context, &item, &ref);
+        if (st != P2P_OK) return st;
+        return c->comm->post(is_send, &item, 1, nullptr);
+    });
+}
+
+bool valid_queue(p2p_queue_t q) { return q == P2P_QUEUE_SEND || q == P2P_QUEUE_RECV; }
+
+} // namespace
+
+extern "C" {
+
+p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *context_p) {
+    return guarded("context", [&]() -> p2p_status_t {
+        if (context_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        ContextSettings s;
+        p2p_status_t st = context_settings_resolve(config, &s);
+        if (st != P2P_OK) return st;
+        std::unique_ptr<Context> ctx;
+        st = Context::create(s, &ctx);
+        if (st != P2P_OK) return st;
+        auto e = std::make_shared<ContextEntry>();
+        e->ctx = std::shared_ptr<Context>(std::move(ctx));
+        ContextEntry *raw = e.get();
+        uint64_t id = g_contexts.add(std::move(e));
+        raw->id = id;
+        *context_p = handle_from_id<p2p_context_h>(id);
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_context_destroy(p2p_context_h context) {
+    return guarded("context", [&]() -> p2p_status_t {
+        std::shared_ptr<ContextEntry> e = g_contexts.remove(handle_id(context));
+        if (!e) return P2P_ERR_INVALID_HANDLE;
+        uint64_t id = e->id;
+        // Communicators first (they cancel and drain their operations), then
+        // registrations, then the progress thread and UCX objects.
+        auto comms = g_comms.remove_if([id](CommEntry &c) { return c.comm->ctx_id() == id; });
+        if (!comms.empty()) {
+            P2P_LOG(P2P_LOG_INFO, "context: destroying %zu live communicators",
+                    comms.size());
+        }
+        comms.clear();
+        auto mems = g_mems.remove_if([id](MemEntry &m) { return m.mem.ctx_id == id; });
+        for (auto &m : mems) {
+            m->mem.dead.store(true);
+            destroy_mem(*m);
+        }
+        e->ctx->stop_progress();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bootstrap_p) {
+    return guarded("bootstrap", [&]() -> p2p_status_t {
+        if (bootstrap_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        std::unique_ptr<Bootstrap> bs;
+        p2p_status_t st = bootstrap_create(type, &bs);
+        if (st != P2P_OK) return st;
+        log_set_rank(static_cast<int>(bs->rank()));
+        auto e = std::make_shared<BootstrapEntry>();
+        e->bs = std::move(bs);
+        *bootstrap_p = handle_from_id<p2p_bootstrap_h>(g_bootstraps.add(std::move(e)));
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_bootstrap_destroy(p2p_bootstrap_h bootstrap) {
+    return guarded("bootstrap", [&]() -> p2p_status_t {
+        std::shared_ptr<BootstrapEntry> e = g_bootstraps.remove(handle_id(bootstrap));
+        if (!e) return P2P_ERR_INVALID_HANDLE;
+        std::lock_guard<std::mutex> lock(e->mu);  // wait for a call in progress
+        e->bs.reset();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap, p2p_bootstrap_info_t *info_p) {
+    return guarded("bootstrap", [&]() -> p2p_status_t {
+        std::shared_ptr<BootstrapEntry> e = g_bootstraps.get(handle_id(bootstrap));
+        if (!e) return P2P_ERR_INVALID_HANDLE;
+        if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        std::lock_guard<std::mutex> lock(e->mu);
+        if (!e->bs) return P2P_ERR_INVALID_HANDLE;
+        info_p->rank = e->bs->rank();
+        info_p->size = e->bs->size();
+        info_p->local_rank = e->bs->local_rank();
+        info_p->local_size = e->bs->local_size();
+        info_p->name = e->bs->name();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap) {
+    return guarded("bootstrap", [&]() -> p2p_status_t {
+        std::shared_ptr<BootstrapEntry> e = g_bootstraps.get(handle_id(bootstrap));
+        if (!e) return P2P_ERR_INVALID_HANDLE;
+        std::lock_guard<std::mutex> lock(e->mu);
+        if (!e->bs) return P2P_ERR_INVALID_HANDLE;
+        return e->bs->barrier();
+    });
+}
+
+p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
+                             p2p_comm_h *comm_p) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<ContextEntry> ce = g_contexts.get(handle_id(context));
+        if (!ce) return P2P_ERR_INVALID_HANDLE;
+        std::shared_ptr<BootstrapEntry> be = g_bootstraps.get(handle_id(bootstrap));
+        if (!be) return P2P_ERR_INVALID_HANDLE;
+        if (comm_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        std::unique_ptr<Comm> comm;
+        {
+            std::lock_guard<std::mutex> lock(be->mu);
+            if (!be->bs) return P2P_ERR_INVALID_HANDLE;
+            p2p_status_t st = Comm::create(ce->ctx, ce->id, *be->bs, &comm);
+            if (st != P2P_OK) return st;
+        }
+        auto e = std::make_shared<CommEntry>();
+        e->comm = std::move(comm);
+        uint64_t id = g_comms.add(std::move(e));
+        // The context may have been destroyed meanwhile: then undo.
+        if (!g_contexts.get(ce->id)) {
+            g_comms.remove(id);
+            return P2P_ERR_INVALID_HANDLE;
+        }
+        *comm_p = handle_from_id<p2p_comm_h>(id);
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        info_p->rank = c->comm->rank();
+        info_p->size = c->comm->size();
+        info_p->local_rank = c->comm->local_rank();
+        info_p->local_size = c->comm->local_size();
+        info_p->id = c->comm->id();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_comm_shutdown(p2p_comm_h comm) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        c->comm->shutdown();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.remove(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        // Freed when the last in-flight API call on it returns.
+        c->comm->shutdown();
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_mem_register(p2p_context_h context, void *address, size_t length,
+                              p2p_mem_h *mem_p) {
+    return guarded("mem", [&]() -> p2p_status_t {
+        std::shared_ptr<ContextEntry> ce = g_contexts.get(handle_id(context));
+        if (!ce) return P2P_ERR_INVALID_HANDLE;
+        if (address == nullptr || length == 0 || mem_p == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
+            return P2P_ERR_INVALID_PARAM;  // wraps around the address space
+        }
+        ucp_mem_map_params_t mp = {};
+        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        mp.address = address;
+        mp.length = length;
+        ucp_mem_h memh = nullptr;
+        ucs_status_t st;
+        {
+            std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
+            st = ucp_mem_map(ce->ctx->ucp(), &mp, &memh);
+        }
+        if (st != UCS_OK) {
+            P2P_LOG(P2P_LOG_ERROR, "mem: ucp_mem_map of %zu bytes at %p failed: %s",
+                    length, address, ucs_status_string(st));
+            return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
+        }
+        auto e = std::make_shared<MemEntry>();
+        e->ctx = ce->ctx;
+        e->mem.ctx = ce->ctx.get();
+        e->mem.ctx_id = ce->id;
+        e->mem.base = reinterpret_cast<uintptr_t>(address);
+        e->mem.length = length;
+        e->mem.memh = memh;
+        *mem_p = handle_from_id<p2p_mem_h>(g_mems.add(std::move(e)));
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
+    return guarded("mem", [&]() -> p2p_status_t {
+        std::shared_ptr<MemEntry> e = g_mems.get(handle_id(mem));
+        if (!e) return P2P_ERR_INVALID_HANDLE;
+        e->mem.dead.store(true);
+        if (e->mem.inflight.load() != 0) {
+            e->mem.dead.store(false);
+            return P2P_ERR_BUSY;
+        }
+        if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
+        destroy_mem(*e);
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                           const void *buffer, size_t length, p2p_mem_h mem,
+                           void *user_context) {
+    return post_single(true, comm, peer, tensor_id, buffer, length, mem, user_context);
+}
+
+p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                           void *buffer, size_t length, p2p_mem_h mem,
+                           void *user_context) {
+    return post_single(false, comm, peer, tensor_id, buffer, length, mem, user_context);
+}
+
+p2p_status_t p2p_comm_send_batch(p2p_comm_h comm, const p2p_block_t *blocks,
+                                 size_t count, size_t *bad_index_p) {
+    return post_blocks(true, comm, blocks, count, bad_index_p);
+}
+
+p2p_status_t p2p_comm_recv_batch(p2p_comm_h comm, const p2p_block_t *blocks,
+                                 size_t count, size_t *bad_index_p) {
+    return post_blocks(false, comm, blocks, count, bad_index_p);
+}
+
+p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
+                           p2p_completion_t *entries, size_t max, size_t *count_p) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        CompletionQueue &q = c->comm->queue(queue);
+        if (q.empty() && q.pending() != 0) {
+            // The caller is polling: drive progress here (cheaper than a
+            // hand-off to the progress thread) if nobody else is.
+            c->comm->context().progress().try_progress_from_user();
+        }
+        *count_p = q.pop(entries, max);
+        return P2P_OK;
+    });
+}
+
+p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
+                           p2p_completion_t *entries, size_t max, size_t *count_p,
+                           int timeout_ms) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        CompletionQueue &q = c->comm->queue(queue);
+        int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + timeout_ms * 1000000LL;
+        for (;;) {
+            size_t n = q.pop(entries, max);
+            if (n > 0) {
+                *count_p = n;
+                return P2P_OK;
+            }
+            int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
+            if (timeout_ms >= 0 && left_ms <= 0) {
+                *count_p = 0;
+                return P2P_ERR_TIMEOUT;
+            }
+            // The progress thread completes operations; wake up at least
+            // every 100 ms to recheck the deadline.
+            q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)));
+        }
+    });
+}
+
+p2p_status_t p2p_comm_pending(p2p_comm_h comm, p2p_queue_t queue, size_t *count_p) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (!valid_queue(queue) || count_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        *count_p = c->comm->queue(queue).pending();
+        return P2P_OK;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,431 @@
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "wireup/bootstrap.h"
+
+#include <cstring>
+#include <thread>
+
+namespace ucxp2p {
+
+namespace {
+
+constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
+constexpr uint32_t kBlobVersion = 1;
+
+struct BlobHeader {
+    uint32_t magic;
+    uint32_t version;
+    Context::CommIdSet free_ids;
+    uint32_t addr_len;
+};
+
+void send_cb(void *request, ucs_status_t st, void *user_data) {
+    Op *op = static_cast<Op *>(user_data);
+    if (op->comm == nullptr) {  // orphaned by a communicator torn down early
+        ucp_request_free(request);
+        delete op;
+        return;
+    }
+    op->comm->complete(op, st, op->entry.bytes);
+    ucp_request_free(request);
+}
+
+void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
+             void *user_data) {
+    Op *op = static_cast<Op *>(user_data);
+    if (op->comm == nullptr) {
+        ucp_request_free(request);
+        delete op;
+        return;
+    }
+    op->comm->complete(op, st, (st == UCS_OK && info != nullptr) ? info->length : 0);
+    ucp_request_free(request);
+}
+
+/** Progress the worker until done() or the deadline; returns done(). */
+template <class Done>
+bool progress_until(Context &ctx, Done done, int64_t deadline_ns) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(ctx.worker_mu());
+            ctx.progress().progress_locked();
+            if (done()) {
+                return true;
+            }
+        }
+        if (now_ns() > deadline_ns) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+} // namespace
+
+p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
+                          Bootstrap &bs, std::unique_ptr<Comm> *out) {
+    std::unique_ptr<Comm> c(new Comm());
+    c->ctx_ = ctx;
+    c->ctx_id_ = ctx_id;
+    c->rank_ = bs.rank();
+    c->size_ = bs.size();
+    c->local_rank_ = bs.local_rank();
+    c->local_size_ = bs.local_size();
+    if (c->size_ == 0 || c->size_ > kMaxRanks || c->rank_ >= c->size_) {
+        P2P_LOG(P2P_LOG_ERROR, "comm: bootstrap gave rank %u of %u (at most %u ranks)",
+                c->rank_, c->size_, kMaxRanks);
+        return P2P_ERR_UNSUPPORTED;
+    }
+
+    const UcpAddress &addr = ctx->address();
+    BlobHeader h;
+    h.magic = kBlobMagic;
+    h.version = kBlobVersion;
+    h.free_ids = ctx->free_comm_ids();
+    h.addr_len = static_cast<uint32_t>(addr.length());
+    std::vector<uint8_t> mine(sizeof(h) + addr.length());
+    std::memcpy(mine.data(), &h, sizeof(h));
+    std::memcpy(mine.data() + sizeof(h), addr.get(), addr.length());
+
+    std::vector<std::vector<uint8_t>> all;
+    int64_t t0 = now_ns();
+    p2p_status_t st = bs.allgather(mine, &all);
+    if (st != P2P_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "comm: address exchange failed: %s",
+                p2p_status_string(st));
+        return st;
+    }
+    if (all.size() != c->size_) {
+        P2P_LOG(P2P_LOG_ERROR, "comm: allgather returned %zu blobs for %u ranks",
+                all.size(), c->size_);
+        return P2P_ERR_BOOTSTRAP;
+    }
+    Context::CommIdSet common;
+    common.fill(0xff);
+    c->addrs_.resize(c->size_);
+    for (uint32_t r = 0; r < c->size_; ++r) {
+        BlobHeader rh;
+        if (all[r].size() < sizeof(rh)) {
+            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a short blob", r);
+            return P2P_ERR_BOOTSTRAP;
+        }
+        std::memcpy(&rh, all[r].data(), sizeof(rh));
+        if (rh.magic != kBlobMagic || rh.version != kBlobVersion ||
+            all[r].size() != sizeof(rh) + rh.addr_len) {
+            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a malformed blob "
+                    "(different ucxp2p version?)", r);
+            return P2P_ERR_BOOTSTRAP;
+        }
+        for (size_t i = 0; i < common.size(); ++i) {
+            common[i] &= rh.free_ids[i];
+        }
+        c->addrs_[r].assign(all[r].begin() + sizeof(rh), all[r].end());
+    }
+    int id = -1;
+    for (int i = 0; i < Context::kMaxComms && id < 0; ++i) {
+        if (common[i / 8] & (1u << (i % 8))) {
+            id = i;
+        }
+    }
+    if (id < 0 || !ctx->claim_comm_id(static_cast<unsigned>(id))) {
+        P2P_LOG(P2P_LOG_ERROR, "comm: no communicator id free on every rank "
+                "(at most %d alive; create them in the same order everywhere)",
+                Context::kMaxComms);
+        return P2P_ERR_BUSY;
+    }
+    c->id_ = static_cast<uint32_t>(id);
+    c->id_claimed_ = true;
+    c->peers_.reset(new Peer[c->size_]);
+    for (uint32_t r = 0; r < c->size_; ++r) {
+        c->peers_[r].ref.comm = c.get();
+        c->peers_[r].ref.rank = r;
+    }
+    Comm *raw = c.get();
+    ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
+    P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
+            c->rank_, c->size_, (now_ns() - t0) / 1e6);
+    *out = std::move(c);
+    return P2P_OK;
+}
+
+Comm::~Comm() {
+    if (!peers_) {  // creation failed before anything was set up
+        if (id_claimed_) ctx_->release_comm_id(id_);
+        return;
+    }
+    shutdown();
+    // Close endpoints gracefully (flush: eager data already completed
+    // locally may still be on its way). A dead peer makes the flush fail
+    // within the keepalive bound, so the wait below is bounded.
+    {
+        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        for (uint32_t r = 0; r < size_; ++r) {
+            if (peers_[r].ep == nullptr) continue;
+            ucp_request_param_t prm = {};
+            prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            prm.flags = peers_[r].failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+            void *req = ucp_ep_close_nbx(peers_[r].ep, &prm);
+            peers_[r].ep = nullptr;
+            if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+        }
+    }
+    int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
+    bool closed = progress_until(*ctx_, [this] {
+        for (auto it = closing_.begin(); it != closing_.end();) {
+            if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
+                ucp_request_free(*it);
+                it = closing_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        return closing_.empty();
+    }, deadline);
+    if (!closed) {
+        P2P_LOG(P2P_LOG_WARN, "comm %u: %zu endpoints did not close in time",
+                id_, closing_.size());
+    }
+    ctx_->remove_deferred_hook(this);
+    {
+        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            op->comm = nullptr;  // orphan: UCX still owns the request
+        }
+    }
+    ctx_->release_comm_id(id_);
+    cq_[0].notify_all();
+    cq_[1].notify_all();
+}
+
+void Comm::link(Op *op) {
+    op->prev = nullptr;
+    op->next = ops_;
+    if (ops_ != nullptr) ops_->prev = op;
+    ops_ = op;
+    ++nops_;
+}
+
+void Comm::unlink(Op *op) {
+    if (op->prev != nullptr) op->prev->next = op->next;
+    else ops_ = op->next;
+    if (op->next != nullptr) op->next->prev = op->prev;
+    op->prev = op->next = nullptr;
+    --nops_;
+}
+
+static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
+    Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
+    p->comm->on_peer_error(p->rank, st);
+}
+
+p2p_status_t Comm::get_ep(uint32_t peer, ucp_ep_h *ep_p) {
+    Peer &p = peers_[peer];
+    if (p.ep != nullptr) {
+        *ep_p = p.ep;
+        return P2P_OK;
+    }
+    if (p.failed) {
+        return P2P_ERR_PEER_FAILURE;
+    }
+    ucp_ep_params_t ep_params = {};
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.address = reinterpret_cast<const ucp_address_t *>(addrs_[peer].data());
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_handler.cb = ep_error_cb;
+    ep_params.err_handler.arg = &p.ref;
+    ucs_status_t st = ucp_ep_create(ctx_->worker(), &ep_params, &p.ep);
+    if (st != UCS_OK) {
+        p.ep = nullptr;
+        P2P_LOG(P2P_LOG_ERROR, "comm %u: cannot create endpoint to rank %u: %s",
+                id_, peer, ucs_status_string(st));
+        return status_from_ucs(st) == P2P_ERR_PEER_FAILURE ? P2P_ERR_PEER_FAILURE
+                                                           : P2P_ERR_TRANSPORT;
+    }
+    *ep_p = p.ep;
+    return P2P_OK;
+}
+
+bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
+    ucp_tag_recv_info_t info;
+    return ucp_tag_probe_nb(ctx_->worker(), make_tag(id_, peer, tensor_id),
+                            ~static_cast<ucp_tag_t>(0), 0, &info) != nullptr;
+}
+
+p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
+                        size_t *bad_index_p) {
+    if (count == 0) {
+        return P2P_OK;
+    }
+    std::vector<ucp_ep_h> eps(count);
+    {
+        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        if (shut_.load()) {
+            if (bad_index_p != nullptr) *bad_index_p = 0;
+            return P2P_ERR_SHUTDOWN;
+        }
+        // Resolve every endpoint first: all or nothing.
+        for (size_t i = 0; i < count; ++i) {
+            p2p_status_t st = get_ep(items[i].peer, &eps[i]);
+            if (st == P2P_ERR_PEER_FAILURE && !is_send &&
+                recv_already_arrived(items[i].peer, items[i].tensor_id)) {
+                eps[i] = nullptr;  // the data is here: receive it anyway
+                st = P2P_OK;
+            }
+            if (st != P2P_OK) {
+                if (bad_index_p != nullptr) *bad_index_p = i;
+                return st;
+            }
+        }
+        for (size_t i = 0; i < count; ++i) {
+            if (!items[i].mem->acquire()) {
+                for (size_t j = 0; j < i; ++j) items[j].mem->release();
+                if (bad_index_p != nullptr) *bad_index_p = i;
+                return P2P_ERR_INVALID_HANDLE;
+            }
+        }
+        cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
+        for (size_t i = 0; i < count; ++i) {
+            post_one(is_send, items[i], eps[i]);
+        }
+    }
+    ctx_->progress().wake();
+    return P2P_OK;
+}
+
+p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
+    Op *op = new Op();
+    op->comm = this;
+    op->mem = it.mem;
+    op->is_send = is_send;
+    op->entry.user_context = it.user_context;
+    op->entry.peer = it.peer;
+    op->entry.tensor_id = it.tensor_id;
+    op->entry.bytes = is_send ? it.length : 0;
+    op->entry.status = P2P_IN_PROGRESS;
+
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_MEMH;
+    prm.user_data = op;
+    prm.memh = it.mem->memh;
+    void *req;
+    ucp_tag_recv_info_t info = {};
+    if (is_send) {
+        prm.cb.send = send_cb;
+        req = ucp_tag_send_nbx(ep, it.buffer, it.length,
+                               make_tag(id_, rank_, it.tensor_id), &prm);
+    } else {
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+        prm.cb.recv = recv_cb;
+        prm.recv_info.tag_info = &info;
+        req = ucp_tag_recv_nbx(ctx_->worker(), it.buffer, it.length,
+                               make_tag(id_, it.peer, it.tensor_id),
+                               ~static_cast<ucp_tag_t>(0), &prm);
+    }
+    if (UCS_PTR_IS_PTR(req)) {
+        op->request = req;
+        link(op);
+        return P2P_OK;
+    }
+    ucs_status_t st = UCS_PTR_STATUS(req);
+    complete(op, st, is_send ? it.length : info.length);
+    return P2P_OK;
+}
+
+void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
+    if (op->request != nullptr) {
+        unlink(op);
+        op->request = nullptr;
+    }
+    p2p_status_t ps;
+    if (st == UCS_OK) {
+        ps = P2P_OK;
+    } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
+        ps = P2P_ERR_TRUNCATED;
+    } else if (peers_[op->entry.peer].failed) {
+        ps = P2P_ERR_PEER_FAILURE;
+    } else if (st == UCS_ERR_CANCELED) {
+        ps = P2P_ERR_CANCELED;
+    } else {
+        ps = status_from_ucs(st);
+    }
+    if (ps != P2P_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to/from rank %u tensor %u failed: %s",
+                id_, op->is_send ? "send" : "recv", op->entry.peer,
+                op->entry.tensor_id, ucs_status_string(st));
+    }
+    op->entry.status = ps;
+    op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
+    op->mem->release();
+    cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
+    delete op;
+}
+
+void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
+    Peer &p = peers_[peer];
+    if (p.failed) return;
+    p.failed = true;
+    P2P_LOG(P2P_LOG_WARN, "comm %u: peer rank %u failed: %s", id_, peer,
+            ucs_status_string(st));
+    failed_pending_.push_back(peer);
+}
+
+void Comm::handle_failures() {
+    if (failed_pending_.empty()) return;
+    std::vector<uint32_t> failed;
+    failed.swap(failed_pending_);
+    for (uint32_t peer : failed) {
+        // Receives from a dead peer would wait forever: cancel them (their
+        // completion reports P2P_ERR_PEER_FAILURE).
+        std::vector<void *> reqs;
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            if (!op->is_send && op->entry.peer == peer) reqs.push_back(op->request);
+        }
+        for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
+        // Force-close the endpoint: sends still queued on it fail now.
+        Peer &p = peers_[peer];
+        if (p.ep != nullptr) {
+            ucp_request_param_t prm = {};
+            prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            void *req = ucp_ep_close_nbx(p.ep, &prm);
+            p.ep = nullptr;
+            if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+        }
+    }
+}
+
+void Comm::shutdown() {
+    shut_.store(true);
+    {
+        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        std::vector<void *> recvs;
+        std::vector<bool> has_send(size_, false);
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            if (op->is_send) has_send[op->entry.peer] = true;
+            else recvs.push_back(op->request);
+        }
+        for (void *r : recvs) ucp_request_cancel(ctx_->worker(), r);
+        // UCX cannot cancel a send; closing its endpoint by force does.
+        for (uint32_t r = 0; r < size_; ++r) {
+            if (has_send[r] && peers_[r].ep != nullptr) {
+                ucp_request_param_t prm = {};
+                prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+                prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+                void *req = ucp_ep_close_nbx(peers_[r].ep, &prm);
+                peers_[r].ep = nullptr;
+                if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+            }
+        }
+    }
+    int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
+    if (!progress_until(*ctx_, [this] { return nops_ == 0; }, deadline)) {
+        P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
+                "shutdown", id_, nops_);
+    }
+}
+
+} // namespace ucxp2p

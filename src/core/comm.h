@@ -1,0 +1,128 @@
+/*
+ * Communicator: a group of ranks agreed through a bootstrap, its lazily
+ * created endpoints, its posted operations and its two completion queues.
+ *
+ * Tag layout (see include/ucxp2p/p2p.h): comm id in bits 63..56, source rank
+ * in 55..32, tensor_id in 31..0, matched with a full mask.
+ *
+ * Concurrency: endpoint table, the list of in-flight operations and the
+ * failed-peer list are touched only with the context's worker lock held
+ * (UCX callbacks run under it too); the queues have their own lock.
+ */
+#ifndef UCXP2P_CORE_COMM_H
+#define UCXP2P_CORE_COMM_H
+
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/mem.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+namespace ucxp2p {
+
+class Bootstrap;
+class Comm;
+
+constexpr uint32_t kMaxRanks = 1u << 24;
+
+inline uint64_t make_tag(uint32_t comm_id, uint32_t src_rank, uint32_t tensor_id) {
+    return (static_cast<uint64_t>(comm_id & 0xffu) << 56) |
+           (static_cast<uint64_t>(src_rank & 0xffffffu) << 32) | tensor_id;
+}
+
+/** One posted operation; lives until its completion is queued. */
+struct Op {
+    Comm *comm = nullptr;
+    Mem *mem = nullptr;
+    void *request = nullptr;     // UCX request while in flight
+    Op *prev = nullptr, *next = nullptr;
+    p2p_completion_t entry{};
+    bool is_send = false;
+};
+
+/** A block to post, validated. */
+struct PostItem {
+    uint32_t peer;
+    uint32_t tensor_id;
+    void *buffer;
+    size_t length;
+    Mem *mem;
+    void *user_context;
+};
+
+class Comm {
+public:
+    /** Collective: agree on an id and exchange worker addresses. */
+    static p2p_status_t create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
+                               Bootstrap &bootstrap, std::unique_ptr<Comm> *out);
+    ~Comm();
+    Comm(const Comm &) = delete;
+    Comm &operator=(const Comm &) = delete;
+
+    uint32_t rank() const { return rank_; }
+    uint32_t size() const { return size_; }
+    uint32_t local_rank() const { return local_rank_; }
+    uint32_t local_size() const { return local_size_; }
+    uint32_t id() const { return id_; }
+    uint64_t ctx_id() const { return ctx_id_; }
+    Context &context() { return *ctx_; }
+    CompletionQueue &queue(p2p_queue_t q) { return cq_[q]; }
+
+    /** Post validated items (all sends or all receives). All or nothing on
+     *  synchronous errors; *bad_index_p names the first failed item. */
+    p2p_status_t post(bool is_send, const PostItem *items, size_t count,
+                      size_t *bad_index_p);
+
+    /** Cancel everything in flight; later posts fail. Idempotent. */
+    void shutdown();
+    bool is_shut() const { return shut_.load(); }
+
+    /** Completion from UCX (worker lock held) or inline. */
+    void complete(Op *op, ucs_status_t st, size_t bytes);
+    /** Endpoint error callback (worker lock held). */
+    void on_peer_error(uint32_t peer, ucs_status_t st);
+
+    /** Argument of an endpoint's error handler. */
+    struct PeerRef {
+        Comm *comm = nullptr;
+        uint32_t rank = 0;
+    };
+
+private:
+    struct Peer {
+        PeerRef ref;
+        ucp_ep_h ep = nullptr;
+        bool failed = false;
+        bool failure_handled = false;
+    };
+
+    Comm() = default;
+    p2p_status_t get_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
+    p2p_status_t post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
+    void link(Op *op);
+    void unlink(Op *op);
+    void handle_failures();  // deferred hook, worker lock held
+    void close_eps();        // worker lock held
+    bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
+
+    std::shared_ptr<Context> ctx_;
+    uint64_t ctx_id_ = 0;
+    uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
+    bool id_claimed_ = false;
+    std::vector<std::vector<uint8_t>> addrs_;
+    std::unique_ptr<Peer[]> peers_;
+    std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
+    std::vector<void *> closing_;           // ep close requests in flight
+    Op *ops_ = nullptr;                      // in-flight operations
+    size_t nops_ = 0;
+    std::atomic<bool> shut_{false};
+    CompletionQueue cq_[2];
+};
+
+} // namespace ucxp2p
+
+#endif

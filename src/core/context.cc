@@ -1,0 +1,230 @@
+#include "core/context.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/status.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace ucxp2p {
+
+namespace {
+
+constexpr uint64_t kKnownFields =
+    P2P_CONFIG_FIELD_PROGRESS_MODE | P2P_CONFIG_FIELD_SPIN_US |
+    P2P_CONFIG_FIELD_PEER_TIMEOUT_MS | P2P_CONFIG_FIELD_LOG_LEVEL;
+constexpr uint64_t kMaxSpinUs = 1000000;        // 1 s
+constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
+
+/** Set a UCX variable on our config object unless the user set UCX_<name>
+ *  in the environment: we never override the user's UCX settings. */
+void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) {
+    std::string env = std::string("UCX_") + name;
+    if (std::getenv(env.c_str()) != nullptr) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s", env.c_str());
+        return;
+    }
+    ucs_status_t st = ucp_config_modify(cfg, name, value.c_str());
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: ucx setting %s=%s not applied: %s",
+                name, value.c_str(), ucs_status_string(st));
+    }
+}
+
+} // namespace
+
+p2p_status_t context_settings_resolve(const p2p_config_t *config,
+                                      ContextSettings *out) {
+    ContextSettings s{};
+    p2p_status_t st;
+    uint64_t mask = (config != nullptr) ? config->field_mask : 0;
+    if (mask & ~kKnownFields) {
+        P2P_LOG(P2P_LOG_ERROR, "context: unknown config field_mask bits 0x%llx",
+                static_cast<unsigned long long>(mask & ~kKnownFields));
+        return P2P_ERR_INVALID_PARAM;
+    }
+    if (mask & P2P_CONFIG_FIELD_PROGRESS_MODE) {
+        if (config->progress_mode < P2P_PROGRESS_ADAPTIVE ||
+            config->progress_mode > P2P_PROGRESS_EVENT) {
+            P2P_LOG(P2P_LOG_ERROR, "context: bad progress_mode %d",
+                    static_cast<int>(config->progress_mode));
+            return P2P_ERR_INVALID_PARAM;
+        }
+        s.progress_mode = config->progress_mode;
+    } else if (config_parse_progress(config_get("P2P_PROGRESS"),
+                                     &s.progress_mode) != P2P_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: P2P_PROGRESS='%s' is not adaptive, "
+                "busy or event", config_get("P2P_PROGRESS").c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    uint64_t v;
+    if (mask & P2P_CONFIG_FIELD_SPIN_US) {
+        if (config->spin_us > kMaxSpinUs) {
+            P2P_LOG(P2P_LOG_ERROR, "context: spin_us %u above %llu",
+                    config->spin_us, static_cast<unsigned long long>(kMaxSpinUs));
+            return P2P_ERR_INVALID_PARAM;
+        }
+        s.spin_us = config->spin_us;
+    } else {
+        if ((st = config_get_u64("P2P_SPIN_US", kMaxSpinUs, &v)) != P2P_OK) {
+            return st;
+        }
+        s.spin_us = static_cast<uint32_t>(v);
+    }
+    if (mask & P2P_CONFIG_FIELD_PEER_TIMEOUT_MS) {
+        v = config->peer_timeout_ms;
+    } else if ((st = config_get_u64("P2P_PEER_TIMEOUT_MS", kMaxPeerTimeoutMs,
+                                    &v)) != P2P_OK) {
+        return st;
+    }
+    if (v < 10 || v > kMaxPeerTimeoutMs) {
+        P2P_LOG(P2P_LOG_ERROR, "context: peer timeout %llu ms outside [10, %llu]",
+                static_cast<unsigned long long>(v),
+                static_cast<unsigned long long>(kMaxPeerTimeoutMs));
+        return P2P_ERR_INVALID_PARAM;
+    }
+    s.peer_timeout_ms = static_cast<uint32_t>(v);
+    if (mask & P2P_CONFIG_FIELD_LOG_LEVEL) {
+        if (config->log_level < P2P_LOG_ERROR || config->log_level > P2P_LOG_TRACE) {
+            P2P_LOG(P2P_LOG_ERROR, "context: bad log_level %d",
+                    static_cast<int>(config->log_level));
+            return P2P_ERR_INVALID_PARAM;
+        }
+        s.log_level = config->log_level;
+    } else if (config_parse_log_level(config_get("P2P_LOG_LEVEL"), &s.log_level) !=
+               P2P_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: P2P_LOG_LEVEL='%s' unknown",
+                config_get("P2P_LOG_LEVEL").c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    *out = s;
+    return P2P_OK;
+}
+
+p2p_status_t Context::create(const ContextSettings &settings,
+                             std::unique_ptr<Context> *out) {
+    std::unique_ptr<Context> c(new Context());
+    c->settings_ = settings;
+    log_set_level(settings.log_level);
+
+    UcpConfig cfg;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, cfg.out());
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: ucp_config_read failed: %s",
+                ucs_status_string(st));
+        return P2P_ERR_TRANSPORT;
+    }
+    // Shared memory transports must advertise peer-failure support, or UCX
+    // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
+    ucx_default(cfg.get(), "MM_ERROR_HANDLING", "y");
+    // Bound the time to detect a dead peer (keepalive rounds).
+    ucx_default(cfg.get(), "KEEPALIVE_INTERVAL",
+                std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) +
+                    "ms");
+
+    bool wakeup = settings.progress_mode != P2P_PROGRESS_BUSY;
+    ucp_params_t params = {};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
+    params.mt_workers_shared = 0;
+    st = ucp_init(&params, cfg.get(), c->ucp_.out());
+    if (st != UCS_OK && wakeup) {
+        P2P_LOG(P2P_LOG_INFO, "context: ucp_init with wakeup failed (%s), "
+                "retrying without event support", ucs_status_string(st));
+        wakeup = false;
+        params.features = UCP_FEATURE_TAG;
+        st = ucp_init(&params, cfg.get(), c->ucp_.out());
+    }
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: ucp_init failed: %s", ucs_status_string(st));
+        return st == UCS_ERR_NO_DEVICE ? P2P_ERR_NO_DEVICE : P2P_ERR_TRANSPORT;
+    }
+
+    ucp_worker_params_t wp = {};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(c->ucp_.get(), &wp, c->worker_.out());
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: ucp_worker_create failed: %s",
+                ucs_status_string(st));
+        return status_from_ucs(st) == P2P_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY
+                                                        : P2P_ERR_TRANSPORT;
+    }
+    st = c->address_.query(c->worker_.get());
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: ucp_worker_get_address failed: %s",
+                ucs_status_string(st));
+        return P2P_ERR_TRANSPORT;
+    }
+
+    Progress::Options po;
+    po.mode = settings.progress_mode;
+    po.spin_us = settings.spin_us;
+    // Wake at least a few times per peer timeout so keepalive runs.
+    po.tick_ms = std::min<uint32_t>(100, std::max<uint32_t>(settings.peer_timeout_ms / 10, 1));
+    po.wakeup_supported = wakeup;
+    Context *raw = c.get();
+    c->progress_.reset(new Progress(c->worker_.get(), c->worker_mu_, po,
+                                    [raw] { raw->run_deferred_hooks(); }));
+    p2p_status_t ps = c->progress_->start();
+    if (ps != P2P_OK) {
+        return ps;
+    }
+    P2P_LOG(P2P_LOG_INFO, "context: created (progress %d, spin %u us, peer timeout %u ms, wakeup %d)",
+            static_cast<int>(settings.progress_mode), settings.spin_us,
+            settings.peer_timeout_ms, wakeup ? 1 : 0);
+    *out = std::move(c);
+    return P2P_OK;
+}
+
+Context::~Context() {
+    if (progress_) {
+        progress_->stop();
+    }
+}
+
+Context::CommIdSet Context::free_comm_ids() {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    CommIdSet f;
+    for (size_t i = 0; i < f.size(); ++i) {
+        f[i] = static_cast<uint8_t>(~used_ids_[i]);
+    }
+    return f;
+}
+
+bool Context::claim_comm_id(unsigned id) {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    uint8_t bit = static_cast<uint8_t>(1u << (id % 8));
+    if (id >= kMaxComms || (used_ids_[id / 8] & bit)) {
+        return false;
+    }
+    used_ids_[id / 8] |= bit;
+    return true;
+}
+
+void Context::release_comm_id(unsigned id) {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    if (id < kMaxComms) {
+        used_ids_[id / 8] &= static_cast<uint8_t>(~(1u << (id % 8)));
+    }
+}
+
+void Context::add_deferred_hook(const void *owner, std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(worker_mu_);
+    hooks_.emplace_back(owner, std::move(hook));
+}
+
+void Context::remove_deferred_hook(const void *owner) {
+    std::lock_guard<std::mutex> lock(worker_mu_);
+    for (auto it = hooks_.begin(); it != hooks_.end();) {
+        it = (it->first == owner) ? hooks_.erase(it) : it + 1;
+    }
+}
+
+void Context::run_deferred_hooks() {
+    for (auto &h : hooks_) {
+        h.second();
+    }
+}
+
+} // namespace ucxp2p

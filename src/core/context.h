@@ -1,0 +1,88 @@
+/*
+ * Context: the UCP context, one worker, and its progress thread.
+ * Every call into the worker is made with worker_mu() held (the worker is
+ * created UCS_THREAD_MODE_SERIALIZED); the lock order is
+ * worker_mu -> completion queue lock, never the reverse.
+ */
+#ifndef UCXP2P_CORE_CONTEXT_H
+#define UCXP2P_CORE_CONTEXT_H
+
+#include "core/progress.h"
+#include "core/ucx_raii.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace ucxp2p {
+
+struct ContextSettings {
+    p2p_progress_mode_t progress_mode;
+    uint32_t spin_us;
+    uint32_t peer_timeout_ms;
+    p2p_log_level_t log_level;
+};
+
+/** Merge config (fields named in its mask) over the P2P_* environment.
+ *  P2P_ERR_INVALID_PARAM for unknown mask bits or out-of-range values. */
+p2p_status_t context_settings_resolve(const p2p_config_t *config,
+                                      ContextSettings *out);
+
+class Context {
+public:
+    static constexpr int kMaxComms = 256;
+    using CommIdSet = std::array<uint8_t, kMaxComms / 8>;
+
+    static p2p_status_t create(const ContextSettings &settings,
+                               std::unique_ptr<Context> *out);
+    ~Context();
+    Context(const Context &) = delete;
+    Context &operator=(const Context &) = delete;
+
+    ucp_context_h ucp() const { return ucp_.get(); }
+    ucp_worker_h worker() const { return worker_.get(); }
+    std::mutex &worker_mu() { return worker_mu_; }
+    Progress &progress() { return *progress_; }
+    const UcpAddress &address() const { return address_; }
+    const ContextSettings &settings() const { return settings_; }
+
+    /** Communicator ids not in use here (bit i set: id i free). */
+    CommIdSet free_comm_ids();
+    bool claim_comm_id(unsigned id);
+    void release_comm_id(unsigned id);
+
+    /** Work to run after each progress call, under the worker lock (e.g. a
+     *  communicator handling endpoint failures). Keyed by owner so it can be
+     *  removed. */
+    void add_deferred_hook(const void *owner, std::function<void()> hook);
+    void remove_deferred_hook(const void *owner);
+
+    /** Stop the progress thread (teardown; idempotent). */
+    void stop_progress() { if (progress_) progress_->stop(); }
+
+private:
+    Context() = default;
+    void run_deferred_hooks();
+
+    ContextSettings settings_{};
+    // Declaration order = reverse destruction order: progress stops first,
+    // then the address, worker and UCP context are released.
+    UcpContext ucp_;
+    UcpWorker worker_;
+    UcpAddress address_;
+    std::mutex worker_mu_;
+    std::unique_ptr<Progress> progress_;
+
+    std::mutex ids_mu_;
+    CommIdSet used_ids_{};
+    std::vector<std::pair<const void *, std::function<void()>>> hooks_;
+};
+
+} // namespace ucxp2p
+
+#endif

@@ -1,0 +1,175 @@
+#include "core/progress.h"
+#include "core/log.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+namespace ucxp2p {
+
+int64_t now_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+namespace {
+// A user thread that polled within this window is driving progress.
+constexpr int64_t kUserDrivingNs = 2000000;  // 2 ms
+}
+
+Progress::Progress(ucp_worker_h worker, std::mutex &worker_mu,
+                   const Options &opts, std::function<void()> after_progress)
+    : worker_(worker), worker_mu_(worker_mu), opts_(opts),
+      after_progress_(std::move(after_progress)) {}
+
+Progress::~Progress() {
+    stop();
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+p2p_status_t Progress::start() {
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (wake_fd_ < 0 || epoll_fd_ < 0) {
+        P2P_LOG(P2P_LOG_ERROR, "progress: cannot create eventfd/epoll: %s",
+                std::strerror(errno));
+        return P2P_ERR_TRANSPORT;
+    }
+    struct epoll_event ev;
+    std::memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    if (opts_.wakeup_supported) {
+        ucs_status_t st = ucp_worker_get_efd(worker_, &worker_efd_);
+        if (st == UCS_OK) {
+            ev.data.fd = worker_efd_;
+            epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, worker_efd_, &ev);
+        } else {
+            P2P_LOG(P2P_LOG_INFO,
+                    "progress: worker has no event fd (%s), sleeping by ticks",
+                    ucs_status_string(st));
+            opts_.wakeup_supported = false;
+        }
+    }
+    try {
+        thread_ = std::thread(&Progress::run, this);
+    } catch (const std::exception &e) {
+        P2P_LOG(P2P_LOG_ERROR, "progress: cannot start thread: %s", e.what());
+        return P2P_ERR_NO_MEMORY;
+    }
+    return P2P_OK;
+}
+
+void Progress::stop() {
+    if (!thread_.joinable()) {
+        return;
+    }
+    stop_.store(true);
+    uint64_t one = 1;
+    ssize_t r = write(wake_fd_, &one, sizeof(one));
+    (void)r;
+    thread_.join();
+}
+
+void Progress::wake() {
+    posts_.fetch_add(1);
+    if (sleeping_.load()) {
+        uint64_t one = 1;
+        ssize_t r = write(wake_fd_, &one, sizeof(one));
+        (void)r;
+    }
+}
+
+unsigned Progress::progress_locked() {
+    unsigned n = 0;
+    while (ucp_worker_progress(worker_) != 0) {
+        ++n;
+    }
+    after_progress_();
+    return n;
+}
+
+bool Progress::try_progress_from_user() {
+    last_user_ns_.store(now_ns(), std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        return false;
+    }
+    progress_locked();
+    return true;
+}
+
+void Progress::sleep_on_events(int timeout_ms) {
+    struct epoll_event evs[2];
+    int n = epoll_wait(epoll_fd_, evs, 2, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+        if (evs[i].data.fd == wake_fd_) {
+            uint64_t v;
+            ssize_t r = read(wake_fd_, &v, sizeof(v));
+            (void)r;
+        }
+    }
+}
+
+void Progress::run() {
+    int64_t last_active = now_ns();
+    const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
+    while (!stop_.load(std::memory_order_relaxed)) {
+        uint64_t posts = posts_.load();
+        unsigned n;
+        {
+            std::lock_guard<std::mutex> lock(worker_mu_);
+            n = progress_locked();
+        }
+        int64_t now = now_ns();
+        if (n != 0 || posts != posts_.load()) {
+            last_active = now;
+            continue;
+        }
+        if (opts_.mode == P2P_PROGRESS_BUSY) {
+            continue;
+        }
+        if (now - last_user_ns_.load(std::memory_order_relaxed) < kUserDrivingNs) {
+            // A user thread is polling: step aside instead of competing.
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, nullptr);
+            continue;
+        }
+        if (opts_.mode == P2P_PROGRESS_ADAPTIVE && now - last_active < spin_ns) {
+            continue;
+        }
+        if (!opts_.wakeup_supported) {
+            sleep_on_events(1);  // no event fd: poll by 1 ms ticks
+            continue;
+        }
+        ucs_status_t st;
+        {
+            std::lock_guard<std::mutex> lock(worker_mu_);
+            st = ucp_worker_arm(worker_);
+        }
+        if (st == UCS_ERR_BUSY) {
+            continue;  // events pending: progress again
+        }
+        if (st != UCS_OK) {
+            sleep_on_events(1);
+            continue;
+        }
+        // Dekker with wake(): a post racing with us going to sleep is seen
+        // either here (posts_ changed) or by wake() (sleeping_ set).
+        sleeping_.store(true);
+        if (posts != posts_.load() || stop_.load()) {
+            sleeping_.store(false);
+            continue;
+        }
+        sleep_on_events(static_cast<int>(opts_.tick_ms));
+        sleeping_.store(false);
+    }
+}
+
+} // namespace ucxp2p

@@ -1,0 +1,82 @@
+/*
+ * The progress engine of a context: one thread that drives the UCP worker so
+ * operations complete without user calls.
+ *
+ * Modes (P2P_PROGRESS): busy polls forever; event sleeps on the worker's
+ * event fd (ucp_worker_arm) whenever a progress call did nothing; adaptive
+ * (default) keeps polling for P2P_SPIN_US after the last activity, then
+ * sleeps like event. While a user thread drives progress itself (p2p_comm_poll
+ * in a loop), the thread steps aside so the two do not fight for the worker.
+ * A sleeping thread wakes on worker events, on wake() (called after every
+ * post), and at least every tick_ms so UCX's keepalive (peer failure
+ * detection) keeps running.
+ */
+#ifndef UCXP2P_CORE_PROGRESS_H
+#define UCXP2P_CORE_PROGRESS_H
+
+#include <ucxp2p/p2p.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace ucxp2p {
+
+class Progress {
+public:
+    struct Options {
+        p2p_progress_mode_t mode;
+        uint32_t spin_us;
+        uint32_t tick_ms;
+        bool wakeup_supported;  // worker created with UCP_FEATURE_WAKEUP
+    };
+
+    /** after_progress runs (with the worker lock held) after each progress
+     *  call: deferred work such as closing failed endpoints. */
+    Progress(ucp_worker_h worker, std::mutex &worker_mu, const Options &opts,
+             std::function<void()> after_progress);
+    ~Progress();
+    Progress(const Progress &) = delete;
+    Progress &operator=(const Progress &) = delete;
+
+    /** Start the thread. P2P_ERR_TRANSPORT / P2P_ERR_NO_MEMORY on failure. */
+    p2p_status_t start();
+    /** Stop and join (idempotent). */
+    void stop();
+
+    /** Called after a post: wake the thread if it sleeps. Cheap otherwise. */
+    void wake();
+
+    /** One progress step from a user thread if nobody else holds the worker.
+     *  Returns true if it ran. */
+    bool try_progress_from_user();
+
+    /** Progress under the lock (caller holds worker_mu). */
+    unsigned progress_locked();
+
+private:
+    void run();
+    void sleep_on_events(int timeout_ms);
+
+    ucp_worker_h worker_;
+    std::mutex &worker_mu_;
+    Options opts_;
+    std::function<void()> after_progress_;
+    int worker_efd_ = -1;
+    int wake_fd_ = -1;   // eventfd
+    int epoll_fd_ = -1;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> sleeping_{false};
+    std::atomic<uint64_t> posts_{0};
+    std::atomic<int64_t> last_user_ns_{0};
+};
+
+int64_t now_ns();
+
+} // namespace ucxp2p
+
+#endif
