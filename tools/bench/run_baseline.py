@@ -154,13 +154,15 @@ class Runner:
         if not out:
             self.log.write("  ucx_perftest failed\n")
             return None
-        lines = [l for l in out.splitlines() if l and l[0].isdigit()]
+        lines = [l.strip() for l in out.splitlines()
+                 if l.strip()[:1].isdigit()]
         if not lines:
             return None
         f = lines[-1].split(",")
         # iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,
-        # overall_bw,avg_mr,overall_mr  (bw in 2^20 bytes/s)
-        return {"lat_us": float(f[3]), "bw_MiBps": float(f[5]),
+        # overall_bw,avg_mr,overall_mr  (bw in 2^20 bytes/s). Latency: the
+        # median (robust on a shared machine), as for p2p_perftest below.
+        return {"lat_us": float(f[1]), "bw_MiBps": float(f[5]),
                 "msg_rate": float(f[7])}
 
     def mpi(self, pml, transport, test, size, iters, warm, window):
@@ -233,7 +235,7 @@ class Runner:
         progress("%s: 8-byte latency and message rate" % tr)
         for _ in range(a.reps):
             r = self.p2p(tls, "lat", 8, n, n // 10, 1)
-            self.record(tr, "ucxp2p", "lat", 8, fget(r, "lat_avg_us"), "us")
+            self.record(tr, "ucxp2p", "lat", 8, fget(r, "lat_p50_us"), "us")
             u = self.ucx_perftest(tls, "tag_lat", 8, n, n // 10)
             self.record(tr, "ucx_perftest", "lat", 8, u and u["lat_us"], "us")
             it = max(n // a.window, 8)
@@ -247,7 +249,7 @@ class Runner:
                 for pml in ("ob1", "ucx"):
                     m = self.mpi(pml, tr, "lat", 8, n, n // 10, 1)
                     self.record(tr, "mpi_" + pml, "lat", 8,
-                                fget(m, "lat_avg_us"), "us")
+                                fget(m, "lat_p50_us"), "us")
                     m = self.mpi(pml, tr, "rate", 8, it, max(2, it // 10),
                                  a.window)
                     self.record(tr, "mpi_" + pml, "rate", 8,
@@ -288,9 +290,16 @@ class Runner:
 
 
 def first_csv_row(out):
+    """First data row of our CSV; skips anything before the header (UCX
+    writes its warnings to stdout by default)."""
     if not out:
         return None
-    rows = list(csv.DictReader(io.StringIO(out)))
+    lines = out.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("test,")),
+                 None)
+    if start is None:
+        return None
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
     return rows[0] if rows else None
 
 
@@ -322,6 +331,12 @@ def main():
     p.add_argument("--builddir", default=os.environ.get("P2P_TOP_BUILDDIR",
                                                         top),
                    help="where p2p_perftest and p2prun were built (%(default)s)")
+    p.add_argument("--p2prun", default=None,
+                   help="launcher taking '-n N -- prog args' "
+                        "(default: BUILDDIR/tools/p2prun/p2prun)")
+    p.add_argument("--perftest", default=None,
+                   help="p2p_perftest binary (default: BUILDDIR/tools/"
+                        "perftest/p2p_perftest)")
     p.add_argument("--out", default=None,
                    help="output folder (default: /tmp/ucxp2p-bench-DATE)")
     p.add_argument("--sizes", default="8,512,4K,64K,512K,4M",
@@ -359,8 +374,10 @@ def main():
     a.budget = parse_size(a.budget)
     if a.reps < 1:
         sys.exit("run_baseline: --reps must be >= 1")
-    a.perftest = os.path.join(a.builddir, "tools", "perftest", "p2p_perftest")
-    a.p2prun = os.path.join(a.builddir, "tools", "p2prun", "p2prun")
+    a.perftest = a.perftest or os.path.join(a.builddir, "tools", "perftest",
+                                            "p2p_perftest")
+    a.p2prun = a.p2prun or os.path.join(a.builddir, "tools", "p2prun",
+                                        "p2prun")
     for exe in (a.perftest, a.p2prun):
         if not os.access(exe, os.X_OK):
             sys.exit("run_baseline: %s not built (make first, or "
