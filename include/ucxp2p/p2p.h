@@ -7,8 +7,8 @@
  *
  * Object model
  *   p2p_context_h   UCP context + one worker + one progress thread.
- *   p2p_bootstrap_h how the processes of a job find each other (env/TCP,
- *                   single process; PMIx in a later release).
+ *   p2p_bootstrap_h how the processes of a job find each other (PMIx under
+ *                   srun/mpirun, env/TCP as torchrun sets it, single process).
  *   p2p_comm_h      a group of ranks created collectively through a
  *                   bootstrap; owns a send and a receive completion queue.
  *   p2p_mem_h       a registered memory region (ucp_mem_map), usable with any
@@ -37,6 +37,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with -fvisibility=hidden; every declaration of this
+ * header is part of the exported API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define UCXP2P_VERSION_MAJOR 0
@@ -139,11 +145,14 @@ p2p_status_t p2p_context_destroy(p2p_context_h context);
 /* ---------------------------------------------------------------- bootstrap */
 
 typedef enum {
-    P2P_BOOTSTRAP_AUTO   = 0, /**< P2P_BOOTSTRAP, else env/TCP when its
+    P2P_BOOTSTRAP_AUTO   = 0, /**< P2P_BOOTSTRAP, else PMIx when launched by
+                                   a PMIx server, else env/TCP when its
                                    variables are set, else single */
     P2P_BOOTSTRAP_TCP    = 1, /**< MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE */
     P2P_BOOTSTRAP_SINGLE = 2, /**< one process, rank 0 of 1 */
-    P2P_BOOTSTRAP_PMIX   = 3  /**< not available yet: P2P_ERR_UNSUPPORTED */
+    P2P_BOOTSTRAP_PMIX   = 3  /**< PMIx (srun --mpi=pmix, mpirun);
+                                   P2P_ERR_UNSUPPORTED outside a PMIx launcher
+                                   or in a build without PMIx */
 } p2p_bootstrap_type_t;
 
 /**
@@ -326,6 +335,10 @@ p2p_status_t p2p_comm_pending(p2p_comm_h comm, p2p_queue_t queue,
 
 /** Library version string, e.g. "0.1.0". */
 const char *p2p_version(void);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -45,10 +45,19 @@ struct MemEntry {
     Mem mem;
 };
 
-Registry<ContextEntry> g_contexts;
-Registry<BootstrapEntry> g_bootstraps;
-Registry<CommEntry> g_comms;
-Registry<MemEntry> g_mems;
+// Never destroyed: objects the application did not release before exit()
+// are left to the OS instead of being torn down in static-destructor order
+// (UCX would assert on registrations outliving their context).
+Registry<ContextEntry> &g_contexts = *new Registry<ContextEntry>();
+Registry<BootstrapEntry> &g_bootstraps = *new Registry<BootstrapEntry>();
+Registry<CommEntry> &g_comms = *new Registry<CommEntry>();
+Registry<MemEntry> &g_mems = *new Registry<MemEntry>();
+
+/** At exit, stop progress threads of contexts the application did not
+ *  destroy, before UCX's own library destructors run. */
+void stop_all_progress() {
+    g_contexts.for_each([](const ContextEntry &e) { e.ctx->stop_progress(); });
+}
 
 template <class F> p2p_status_t guarded(const char *what, F f) {
     try {
@@ -149,6 +158,8 @@ p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *conte
         std::unique_ptr<Context> ctx;
         st = Context::create(s, &ctx);
         if (st != P2P_OK) return st;
+        static std::once_flag atexit_once;
+        std::call_once(atexit_once, [] { std::atexit(stop_all_progress); });
         auto e = std::make_shared<ContextEntry>();
         e->ctx = std::shared_ptr<Context>(std::move(ctx));
         ContextEntry *raw = e.get();

@@ -57,6 +57,11 @@ const ConfigVar kTable[] = {
      "collective of the bootstrap."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective."},
+    {"P2P_PMIX_MODEX", "collect",
+     "PMIx bootstrap data exchange: collect (each fence brings every rank's "
+     "blob to every node, gets are local) or direct (the fence is a barrier "
+     "only; each get fetches one peer's blob from its node on demand). See "
+     "docs/WIREUP.md for measurements."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

@@ -4,6 +4,7 @@
 #include "core/status.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace ucxp2p {
@@ -29,6 +30,27 @@ void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) 
         P2P_LOG(P2P_LOG_DEBUG, "context: ucx setting %s=%s not applied: %s",
                 name, value.c_str(), ucs_status_string(st));
     }
+}
+
+/** True unless UCX_TLS rules out every shared-memory transport (then the
+ *  MM setting would only draw an "invalid configuration" warning). */
+bool tls_may_use_shm() {
+    const char *tls = std::getenv("UCX_TLS");
+    if (tls == nullptr || tls[0] == '^') {
+        return true;
+    }
+    std::string t(tls);
+    for (const char *name : {"all", "shm", "mm", "posix", "sysv", "self"}) {
+        size_t pos = 0;
+        while ((pos = t.find(name, pos)) != std::string::npos) {
+            size_t end = pos + std::strlen(name);
+            bool starts = pos == 0 || t[pos - 1] == ',';
+            bool ends = end == t.size() || t[end] == ',';
+            if (starts && ends) return true;
+            pos = end;
+        }
+    }
+    return false;
 }
 
 } // namespace
@@ -116,7 +138,9 @@ p2p_status_t Context::create(const ContextSettings &settings,
     }
     // Shared memory transports must advertise peer-failure support, or UCX
     // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
-    ucx_default(cfg.get(), "MM_ERROR_HANDLING", "y");
+    if (tls_may_use_shm()) {
+        ucx_default(cfg.get(), "MM_ERROR_HANDLING", "y");
+    }
     // Bound the time to detect a dead peer (keepalive rounds).
     ucx_default(cfg.get(), "KEEPALIVE_INTERVAL",
                 std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) +

@@ -49,6 +49,13 @@ public:
         return obj;
     }
 
+    /** Call f(obj) for every object (registry lock held: f must not call
+     *  back into the registry). */
+    template <class F> void for_each(F f) const {
+        std::shared_lock<std::shared_mutex> lock(mu_);
+        for (const auto &kv : map_) f(*kv.second);
+    }
+
     /** Remove every object for which pred(obj) is true; returns them. */
     template <class Pred> std::vector<std::shared_ptr<T>> remove_if(Pred pred) {
         std::vector<std::shared_ptr<T>> out;

@@ -1,0 +1,74 @@
+#!/bin/bash
+# PMIx bootstrap tests (run by `make check`):
+#   1. outside a launcher, pmix_bootstrap_create -> P2P_ERR_UNSUPPORTED
+#   2. mpirun -np 4 (OpenMPI's PMIx server): rank/size/local values,
+#      allgather, barrier on every rank, for both P2P_PMIX_MODEX values
+#   3. srun --mpi=pmix -n 4 inside a private Slurm (slurm_harness.sh), same
+# Exit 77 (skip) only when a launcher is not installed; any failure is loud.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=${P2P_TOP_BUILDDIR:-$(cd "$here/../.." && pwd)}
+prog=$build/test/slurm/pmix_rank
+[ -x "$prog" ] || { echo "pmix_test: $prog not built" >&2; exit 99; }
+n=4
+failed=0 ran=0 skipped=
+
+# Strip any launcher variables we may have inherited (make check under srun).
+for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\)=.*/\1/p'); do
+    unset "$v"
+done
+
+check_ranks() { # label rc output-file expected-OK-lines
+    local label=$1 rc=$2 out=$3 want=$4 ok
+    ok=$(grep -c '^pmix_rank OK rank' "$out")
+    if [ "$rc" = 0 ] && [ "$ok" = "$want" ]; then
+        echo "PASS: $label ($ok ranks OK)"
+    else
+        echo "FAIL: $label (rc $rc, $ok of $want rank runs OK); output:"
+        cat "$out"
+        failed=1
+    fi
+    ran=$((ran + 1))
+}
+
+out=$(mktemp /tmp/pmix_test.XXXXXX)
+trap 'rm -f "$out"' EXIT
+
+# 1. Outside a launcher.
+P2P_LOG_LEVEL=error timeout 30 "$prog" --unsupported >"$out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q 'PMIx_Init failed' "$out" && grep -q 'srun --mpi=pmix' "$out"; then
+    echo "PASS: outside a launcher -> P2P_ERR_UNSUPPORTED with a clear log line"
+else
+    echo "FAIL: outside a launcher (rc $rc):"; cat "$out"; failed=1
+fi
+ran=$((ran + 1))
+
+# 2. mpirun (OpenMPI).
+if command -v mpirun >/dev/null 2>&1; then
+    for modex in collect direct; do
+        P2P_PMIX_MODEX=$modex timeout -k 5 60 mpirun -np $n --allow-run-as-root \
+            --oversubscribe -x P2P_PMIX_MODEX "$prog" --check $n $n >"$out" 2>&1
+        check_ranks "mpirun -np $n, modex $modex" $? "$out" $n
+    done
+else
+    skipped="$skipped mpirun"
+fi
+
+# 3. srun inside a private Slurm.
+P2P_PMIX_MODEX=collect "$here/slurm_harness.sh" -t 60 -- bash -c "
+    srun --mpi=pmix -n $n -O '$prog' --check $n $n &&
+    P2P_PMIX_MODEX=direct srun --mpi=pmix -n $n -O '$prog' --check $n $n" >"$out" 2>&1
+rc=$?
+if [ $rc = 77 ]; then
+    skipped="$skipped srun"; cat "$out"
+else
+    check_ranks "srun --mpi=pmix -n $n, modex collect then direct" $rc "$out" $((2 * n))
+fi
+
+[ $failed = 0 ] || exit 1
+if [ -n "$skipped" ]; then
+    echo "pmix_test: $ran checks passed; SKIPPED (not installed):$skipped"
+    [ $ran -gt 1 ] || exit 77
+fi
+exit 0
