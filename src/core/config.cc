@@ -62,6 +62,26 @@ const ConfigVar kTable[] = {
      "blob to every node, gets are local) or direct (the fence is a barrier "
      "only; each get fetches one peer's blob from its node on demand). See "
      "docs/WIREUP.md for measurements."},
+    {"P2P_RAILS", "auto",
+     "RDMA NICs (rails) of each local rank: auto (the NICs nearest the "
+     "rank's GPU -- or its NUMA node without GPUs -- shared fairly among the "
+     "ranks near them), N (the N nearest NICs), or a list of device names "
+     "(mlx5_0,mlx5_1 or rdmap16s27:1). Applied through UCX_NET_DEVICES and "
+     "UCX_MAX_RNDV_RAILS unless the user set those; p2p_info shows the plan."},
+    {"P2P_HCA", "",
+     "Restrict automatic rail choice to matching RDMA devices, as "
+     "NCCL_IB_HCA: comma-separated name prefixes (mlx5), '=' for an exact "
+     "name (=mlx5_bond_0), ':port' to pick a port, a leading '^' to exclude "
+     "instead. Empty: all devices."},
+    {"P2P_IB_GID_INDEX", "auto",
+     "RoCE GID index given to UCX (UCX_IB_GID_INDEX, unless set): auto "
+     "picks RoCE v2 with an IPv4-mapped address, else RoCE v2 IPv6 (not "
+     "link-local), else RoCE v1, from /sys/class/infiniband; or a number."},
+    {"P2P_HOST_ID", "",
+     "Name that groups ranks into hosts when the TCP bootstrap computes "
+     "local rank/size (ranks sharing it are ordered by rank); empty: the "
+     "host name. Set it when containers on one machine have different host "
+     "names, or to simulate several hosts on one."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

@@ -1,0 +1,114 @@
+/*
+ * ucxp2p: topology, rail plan and diagnostics (what p2p_info shows).
+ *
+ * A p2p_topo_h is a snapshot of a machine: the live one, or an hwloc XML
+ * file captured elsewhere (lstopo --of xml), so the rail plan of another
+ * machine can be previewed. Plans follow the P2P_RAILS, P2P_HCA and
+ * P2P_IB_GID_INDEX variables and never override a UCX_* variable the user
+ * set. Every function is thread-safe for distinct handles and never throws.
+ */
+#ifndef UCXP2P_P2P_TOPO_H
+#define UCXP2P_P2P_TOPO_H
+
+#include <ucxp2p/p2p.h>
+
+/* The library is built with -fvisibility=hidden; these are its API. */
+#if defined(__GNUC__)
+#define P2P_TOPO_API __attribute__((visibility("default")))
+#else
+#define P2P_TOPO_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct p2p_topo *p2p_topo_h;
+
+/**
+ * Load a topology: the live machine when xml_path is NULL or "", else an
+ * hwloc XML file. The live machine reads RoCE GIDs from
+ * /sys/class/infiniband; an XML file reads none (see p2p_topo_set_sysfs).
+ * Errors: P2P_ERR_INVALID_PARAM (topo_p NULL, file missing or not hwloc
+ * XML), P2P_ERR_UNSUPPORTED (built without hwloc), P2P_ERR_NO_MEMORY.
+ */
+P2P_TOPO_API p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p);
+
+/** Errors: P2P_ERR_INVALID_HANDLE (NULL). */
+P2P_TOPO_API p2p_status_t p2p_topo_destroy(p2p_topo_h topo);
+
+/**
+ * Read RoCE ports and GIDs from another sysfs tree (laid out as
+ * /sys/class/infiniband: DEV/ports/N/gids/K ...); NULL or "" disables it.
+ * Errors: P2P_ERR_INVALID_HANDLE.
+ */
+P2P_TOPO_API p2p_status_t p2p_topo_set_sysfs(p2p_topo_h topo, const char *sysfs_root);
+
+typedef struct {
+    uint32_t num_numa_nodes;
+    uint32_t num_gpus;
+    uint32_t num_nics;        /**< RDMA devices (OpenFabrics) */
+    uint32_t num_efa_nics;
+} p2p_topo_info_t;
+
+/** Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL). */
+P2P_TOPO_API p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_p);
+
+/**
+ * Print NUMA nodes, GPUs, RDMA NICs (with PCIe bus id, NUMA node and
+ * network interfaces) and, when EFA devices exist but the UCX in use is
+ * older than 1.19, a warning with the fix.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (stream NULL).
+ */
+P2P_TOPO_API p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *stream);
+
+typedef struct {
+    uint32_t num_rails;       /**< 0: no RDMA device chosen */
+    int32_t  numa_node;       /**< -1: unknown */
+    int32_t  gpu;             /**< GPU index (PCI bus order), -1: none */
+    int32_t  gid_index;       /**< RoCE GID index, -1: not RoCE/unknown */
+    char     devices[256];    /**< UCX device list, "mlx5_0:1,mlx5_1:1";
+                                   "" when none */
+} p2p_rail_plan_info_t;
+
+/**
+ * The rail plan of local rank local_rank out of local_size ranks on this
+ * machine, under the current environment.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL,
+ * local_rank >= local_size, malformed P2P_RAILS/P2P_IB_GID_INDEX, a device
+ * named there that does not exist), P2P_ERR_NO_MEMORY (device list longer
+ * than devices[]).
+ */
+P2P_TOPO_API p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
+                                 uint32_t local_size,
+                                 p2p_rail_plan_info_t *info_p);
+
+/** Print the plan (rails, reason, GID, UCX settings, notes) of one local
+ *  rank. Errors: as p2p_topo_plan_query, P2P_ERR_INVALID_PARAM (stream
+ *  NULL). */
+P2P_TOPO_API p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
+                                 uint32_t local_size, FILE *stream);
+
+/**
+ * Print every RDMA device under sysfs_root (NULL: /sys/class/infiniband):
+ * ports, link layer, state and the GID index chosen for RoCE ports.
+ * A missing tree prints "no rdma devices". Errors: P2P_ERR_INVALID_PARAM.
+ */
+P2P_TOPO_API p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *stream);
+
+/** Print the library version and compiled-in features (hwloc, PMIx, CUDA,
+ *  UCX version built against). Errors: P2P_ERR_INVALID_PARAM. */
+P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
+
+/**
+ * Print the UCX library version in use and the transports/devices UCX
+ * finds (a short-lived UCP context; honours UCX_* variables).
+ * Errors: P2P_ERR_INVALID_PARAM, P2P_ERR_TRANSPORT (UCX could not start).
+ */
+P2P_TOPO_API p2p_status_t p2p_ucx_print(FILE *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UCXP2P_P2P_TOPO_H */

@@ -1,0 +1,91 @@
+/* p2p_build_print / p2p_ucx_print: build configuration and UCX resources. */
+#include "ucxp2p_config.h"
+
+#include <ucxp2p/p2p_topo.h>
+
+#include "core/log.h"
+
+#include <ucp/api/ucp.h>
+
+#include <cstdio>
+
+#ifdef HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+extern "C" p2p_status_t p2p_build_print(FILE *s) {
+    if (s == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    std::fprintf(s, "ucxp2p %s\n", p2p_version());
+    std::fprintf(s, "  built against UCX %d.%d\n", UCP_API_MAJOR, UCP_API_MINOR);
+#ifdef HAVE_HWLOC
+    unsigned v = hwloc_get_api_version();
+    std::fprintf(s, "  hwloc: yes (api %u.%u.%u)\n", v >> 16, (v >> 8) & 0xff,
+                 v & 0xff);
+#else
+    std::fprintf(s, "  hwloc: no (no topology-aware rail planning)\n");
+#endif
+#ifdef HAVE_PMIX
+    std::fprintf(s, "  pmix: yes\n");
+#else
+    std::fprintf(s, "  pmix: no\n");
+#endif
+#ifdef HAVE_CUDA
+    std::fprintf(s, "  cuda: yes\n");
+#else
+    std::fprintf(s, "  cuda: no\n");
+#endif
+    return P2P_OK;
+}
+
+namespace {
+
+struct UcpConfig {
+    ucp_config_t *cfg = nullptr;
+    UcpConfig() = default;
+    UcpConfig(const UcpConfig &) = delete;
+    UcpConfig &operator=(const UcpConfig &) = delete;
+    ~UcpConfig() {
+        if (cfg != nullptr) ucp_config_release(cfg);
+    }
+};
+
+struct UcpContext {
+    ucp_context_h ctx = nullptr;
+    UcpContext() = default;
+    UcpContext(const UcpContext &) = delete;
+    UcpContext &operator=(const UcpContext &) = delete;
+    ~UcpContext() {
+        if (ctx != nullptr) ucp_cleanup(ctx);
+    }
+};
+
+} // namespace
+
+extern "C" p2p_status_t p2p_ucx_print(FILE *s) {
+    if (s == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    std::fprintf(s, "UCX %s (library in use)\n", ucp_get_version_string());
+    UcpConfig cfg;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &cfg.cfg);
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "ucx info: ucp_config_read failed: %s",
+                ucs_status_string(st));
+        return P2P_ERR_TRANSPORT;
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    UcpContext ctx;
+    st = ucp_init(&params, cfg.cfg, &ctx.ctx);
+    if (st != UCS_OK) {
+        ctx.ctx = nullptr;
+        P2P_LOG(P2P_LOG_ERROR, "ucx info: ucp_init failed: %s",
+                ucs_status_string(st));
+        return P2P_ERR_TRANSPORT;
+    }
+    ucp_context_print_info(ctx.ctx, s);
+    return P2P_OK;
+}

@@ -1,0 +1,546 @@
+#include "topo/rail_plan.h"
+
+#include "core/config.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+extern char **environ;
+
+namespace ucxp2p {
+namespace topo {
+
+namespace {
+
+std::vector<std::string> split(const std::string &s, char sep) {
+    std::vector<std::string> out;
+    std::string cur;
+    std::istringstream in(s);
+    while (std::getline(in, cur, sep)) {
+        if (!cur.empty()) {
+            out.push_back(cur);
+        }
+    }
+    return out;
+}
+
+bool parse_count(const std::string &s, unsigned long max, unsigned long *out) {
+    if (s.empty() || s.size() > 6 ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return false;
+    }
+    *out = std::strtoul(s.c_str(), nullptr, 10);
+    return *out <= max;
+}
+
+/** name[:port] -> (name, port or 0); false when the port is malformed. */
+bool split_port(const std::string &entry, std::string *name, unsigned *port) {
+    size_t colon = entry.find(':');
+    *name = entry.substr(0, colon);
+    *port = 0;
+    if (colon == std::string::npos) {
+        return !name->empty();
+    }
+    unsigned long p;
+    if (!parse_count(entry.substr(colon + 1), 255, &p) || p == 0) {
+        return false;
+    }
+    *port = static_cast<unsigned>(p);
+    return !name->empty();
+}
+
+/** Indexes [j*n/g, (j+1)*n/g) of pool when there are at least as many NICs
+ *  as ranks sharing them, else the one NIC pool[j % n]. */
+std::vector<size_t> slice(const std::vector<size_t> &pool, size_t j, size_t g) {
+    std::vector<size_t> out;
+    size_t n = pool.size();
+    if (n == 0 || g == 0) {
+        return out;
+    }
+    if (n >= g) {
+        for (size_t k = j * n / g; k < (j + 1) * n / g; ++k) {
+            out.push_back(pool[k]);
+        }
+    } else {
+        out.push_back(pool[j % n]);
+    }
+    return out;
+}
+
+std::string join_names(const std::vector<Nic> &nics, const std::vector<size_t> &idx) {
+    std::string s;
+    for (size_t i : idx) {
+        s += (s.empty() ? "" : ",") + nics[i].name;
+    }
+    return s;
+}
+
+/** Candidates nearest the GPU: indexes of cands with the longest common
+ *  PCIe ancestry. */
+std::vector<size_t> nearest(const PciDevice &dev, const std::vector<Nic> &cands,
+                            size_t *affinity_p) {
+    size_t best = 0;
+    for (const Nic &n : cands) {
+        best = std::max(best, pci_affinity(dev, n.pci));
+    }
+    std::vector<size_t> out;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (pci_affinity(dev, cands[i].pci) == best) {
+            out.push_back(i);
+        }
+    }
+    *affinity_p = best;
+    return out;
+}
+
+struct AutoResult {
+    std::vector<size_t> share;   // the rank's own NICs (auto)
+    std::vector<size_t> order;   // every candidate, best first (for N)
+    std::string reason;
+};
+
+AutoResult plan_with_gpu(const Machine &m, const std::vector<Nic> &cands,
+                         size_t gpu, uint32_t local_rank) {
+    AutoResult r;
+    const Gpu &g = m.gpus[gpu];
+    size_t aff = 0;
+    std::vector<size_t> near = nearest(g.pci, cands, &aff);
+    std::vector<size_t> peers;   // GPUs with the same nearest set
+    for (size_t k = 0; k < m.gpus.size(); ++k) {
+        size_t a;
+        if (nearest(m.gpus[k].pci, cands, &a) == near) {
+            peers.push_back(k);
+        }
+    }
+    size_t pos = std::find(peers.begin(), peers.end(), gpu) - peers.begin();
+    r.share = slice(near, pos, peers.size());
+
+    const char *where = "no pcie locality known";
+    if (aff > g.pci.cpu_depth && aff > 0) {
+        where = "same pcie switch";
+    } else if (g.pci.numa >= 0 && cands[near[0]].pci.numa == g.pci.numa) {
+        where = "same numa node";
+    } else if (aff > 0) {
+        where = "other numa node";
+    }
+    std::ostringstream os;
+    os << "gpu " << g.name << " (numa " << g.pci.numa << "): nearest nics "
+       << join_names(cands, near) << " (" << where << ") shared by "
+       << peers.size() << " gpu(s); this gpu takes " << join_names(cands, r.share);
+    r.reason = os.str();
+
+    // Order for P2P_RAILS=N: own share, then by closeness, spreading ranks.
+    std::vector<size_t> rest;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (std::find(r.share.begin(), r.share.end(), i) == r.share.end()) {
+            rest.push_back(i);
+        }
+    }
+    size_t n = cands.size();
+    std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) {
+        size_t aa = pci_affinity(g.pci, cands[a].pci);
+        size_t ab = pci_affinity(g.pci, cands[b].pci);
+        if (aa != ab) return aa > ab;
+        return (a + n - local_rank % n) % n < (b + n - local_rank % n) % n;
+    });
+    r.order = r.share;
+    r.order.insert(r.order.end(), rest.begin(), rest.end());
+    return r;
+}
+
+AutoResult plan_without_gpu(const Machine &m, const std::vector<Nic> &cands,
+                            const PlanInput &in, int numa) {
+    AutoResult r;
+    std::vector<size_t> pool;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (numa >= 0 && cands[i].pci.numa == numa) {
+            pool.push_back(i);
+        }
+    }
+    size_t j;
+    size_t g;
+    std::ostringstream os;
+    os << "no gpu; ";
+    if (pool.empty()) {
+        for (size_t i = 0; i < cands.size(); ++i) {
+            pool.push_back(i);
+        }
+        j = in.local_rank;
+        g = in.local_size;
+        os << "numa " << numa << " has no rdma nic, local ranks spread over all "
+           << cands.size() << " nics";
+    } else {
+        size_t nodes = std::max<size_t>(1, m.numa_nodes.size());
+        if (in.binding_numa >= 0) {
+            g = std::max<size_t>(1, in.local_size / nodes);
+            j = in.local_rank % g;
+            os << "bound to numa " << numa;
+        } else {
+            // Ranks are spread over NUMA nodes in blocks: find ours.
+            size_t node = in.local_rank * nodes / in.local_size;
+            size_t first = (node * in.local_size + nodes - 1) / nodes;
+            size_t end = ((node + 1) * in.local_size + nodes - 1) / nodes;
+            j = in.local_rank - first;
+            g = std::max<size_t>(1, end - first);
+            os << "local rank placed on numa " << numa;
+        }
+        os << ", " << g << " rank(s) share its nics " << join_names(cands, pool);
+    }
+    r.share = slice(pool, j, g);
+    os << "; this rank takes " << join_names(cands, r.share);
+    r.reason = os.str();
+    r.order = r.share;
+    for (size_t i : pool) {
+        if (std::find(r.order.begin(), r.order.end(), i) == r.order.end()) {
+            r.order.push_back(i);
+        }
+    }
+    for (size_t i = 0; i < cands.size(); ++i) {
+        if (std::find(r.order.begin(), r.order.end(), i) == r.order.end()) {
+            r.order.push_back(i);
+        }
+    }
+    return r;
+}
+
+/** Resolve a list of device names (name[:port]) against the known NICs. */
+p2p_status_t resolve_names(const std::vector<Nic> &all, const std::string &list,
+                           const char *var, std::vector<PlannedNic> *out) {
+    for (const std::string &e : split(list, ',')) {
+        std::string name;
+        unsigned port;
+        if (!split_port(e, &name, &port)) {
+            P2P_LOG(P2P_LOG_ERROR, "rail plan: %s entry '%s' is not name[:port]",
+                    var, e.c_str());
+            return P2P_ERR_INVALID_PARAM;
+        }
+        auto it = std::find_if(all.begin(), all.end(),
+                               [&](const Nic &n) { return n.name == name; });
+        if (it == all.end()) {
+            std::string known = all.empty() ? "none" : "";
+            for (const Nic &n : all) {
+                known += (known.empty() ? "" : ",") + n.name;
+            }
+            P2P_LOG(P2P_LOG_ERROR,
+                    "rail plan: %s names '%s', which is not an rdma device here "
+                    "(known: %s)", var, name.c_str(), known.c_str());
+            return P2P_ERR_INVALID_PARAM;
+        }
+        out->push_back(PlannedNic{*it, port == 0 ? 1u : port});
+    }
+    if (out->empty()) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: %s='%s' names no device", var, list.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
+void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
+             const std::string &value) {
+    const std::string *user = in.user_ucx_value(name);
+    if (user != nullptr) {
+        if (*user != value) {
+            plan->notes.push_back("kept " + name + "=" + *user +
+                                  " set by the user (plan wanted " + value + ")");
+        }
+        return;
+    }
+    plan->ucx_settings.emplace_back(name, value);
+}
+
+/** Ports and RoCE GID from sysfs for the planned NICs. */
+void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
+                 RailPlan *plan) {
+    for (PlannedNic &p : plan->nics) {
+        std::vector<unsigned> ports = roce_list_ports(in.sysfs_root, p.nic.name);
+        if (ports.empty()) {
+            continue;
+        }
+        bool named = std::find(ports.begin(), ports.end(), p.port) != ports.end();
+        if (!named || !roce_port_active(in.sysfs_root, p.nic.name, p.port)) {
+            auto act = std::find_if(ports.begin(), ports.end(), [&](unsigned q) {
+                return roce_port_active(in.sysfs_root, p.nic.name, q);
+            });
+            p.port = act != ports.end() ? *act : ports.front();
+        }
+        if (roce_link_layer(in.sysfs_root, p.nic.name, p.port) != "Ethernet") {
+            continue;
+        }
+        GidChoice c;
+        if (!gid_auto) {
+            c.index = static_cast<int>(gid_override);
+            c.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
+        } else if (roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &c) != P2P_OK) {
+            plan->notes.push_back("roce " + p.ucx_name() +
+                                  ": no usable gid found; UCX keeps its default");
+            continue;
+        }
+        if (plan->gid.index < 0) {
+            plan->gid = c;
+            plan->gid.reason = p.ucx_name() + ": " + c.reason;
+        } else if (c.index != plan->gid.index) {
+            plan->notes.push_back("roce " + p.ucx_name() + " would use gid " +
+                                  std::to_string(c.index) +
+                                  " but UCX_IB_GID_INDEX is global; using " +
+                                  std::to_string(plan->gid.index));
+        }
+    }
+}
+
+} // namespace
+
+const std::string *PlanInput::user_ucx_value(const std::string &name) const {
+    for (const auto &kv : user_ucx) {
+        if (kv.first == name) {
+            return &kv.second;
+        }
+    }
+    return nullptr;
+}
+
+PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) {
+    PlanInput in;
+    in.local_rank = local_rank;
+    in.local_size = local_size;
+    in.rails = config_get("P2P_RAILS");
+    in.hca = config_get("P2P_HCA");
+    in.gid_index = config_get("P2P_IB_GID_INDEX");
+    const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME");
+    in.smddp_devices = smddp != nullptr ? smddp : "";
+    for (char **e = environ; e != nullptr && *e != nullptr; ++e) {
+        if (std::strncmp(*e, "UCX_", 4) == 0) {
+            const char *eq = std::strchr(*e, '=');
+            if (eq != nullptr) {
+                in.user_ucx.emplace_back(std::string(*e, static_cast<size_t>(eq - *e)), eq + 1);
+            }
+        }
+    }
+    in.sysfs_root = kDefaultSysfsRoot;
+    return in;
+}
+
+p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
+    if (out == nullptr || in.local_size == 0 || in.local_rank >= in.local_size) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: local rank %u of %u is invalid",
+                in.local_rank, in.local_size);
+        return P2P_ERR_INVALID_PARAM;
+    }
+    unsigned long rails_n = 0;
+    bool rails_auto = in.rails.empty() || in.rails == "auto";
+    bool rails_count = !rails_auto && parse_count(in.rails, 64, &rails_n);
+    if (rails_count && rails_n == 0) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_RAILS=0; use auto, a count >= 1 "
+                "or device names");
+        return P2P_ERR_INVALID_PARAM;
+    }
+    unsigned long gid_n = 0;
+    bool gid_auto = in.gid_index.empty() || in.gid_index == "auto";
+    if (!gid_auto && !parse_count(in.gid_index, 65535, &gid_n)) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_IB_GID_INDEX='%s' is not auto or "
+                "a number", in.gid_index.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    if (in.gpu >= static_cast<int>(m.gpus.size())) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: gpu %d requested, machine has %zu",
+                in.gpu, m.gpus.size());
+        return P2P_ERR_INVALID_PARAM;
+    }
+
+    RailPlan plan;
+    plan.local_rank = in.local_rank;
+    std::vector<Nic> all = m.nics;
+    bool from_sysfs = false;
+    if (all.empty() && !in.sysfs_root.empty()) {
+        for (const std::string &d : roce_list_devices(in.sysfs_root)) {
+            Nic n;
+            n.name = d;
+            n.kind = nic_kind_guess(0, d);
+            all.push_back(n);
+            from_sysfs = true;
+        }
+    }
+    if (!m.gpus.empty()) {
+        plan.gpu = in.gpu >= 0 ? in.gpu
+                               : static_cast<int>(in.local_rank % m.gpus.size());
+        plan.gpu_name = m.gpus[plan.gpu].name;
+        plan.numa = m.gpus[plan.gpu].pci.numa;
+    } else if (in.binding_numa >= 0) {
+        plan.numa = in.binding_numa;
+    } else if (!m.numa_nodes.empty()) {
+        plan.numa = m.numa_nodes[in.local_rank * m.numa_nodes.size() / in.local_size];
+    }
+
+    const std::string *user_nd = in.user_ucx_value("UCX_NET_DEVICES");
+    p2p_status_t st = P2P_OK;
+    if (user_nd != nullptr) {
+        // UCX will use what the user said; show the RDMA part of it.
+        for (const std::string &e : split(*user_nd, ',')) {
+            std::string name;
+            unsigned port;
+            if (!split_port(e, &name, &port)) {
+                continue;
+            }
+            for (const Nic &n : all) {
+                if (n.name == name || name == "all") {
+                    plan.nics.push_back(PlannedNic{n, port == 0 ? 1u : port});
+                }
+            }
+        }
+        plan.reason = "UCX_NET_DEVICES=" + *user_nd + " set by the user";
+        if (!rails_auto && !rails_count) {
+            plan.notes.push_back("P2P_RAILS=" + in.rails +
+                                 " ignored: UCX_NET_DEVICES is set");
+        }
+    } else if (!rails_auto && !rails_count) {
+        st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics);
+        plan.reason = "P2P_RAILS=" + in.rails;
+    } else if (!in.smddp_devices.empty()) {
+        st = resolve_names(all, in.smddp_devices, "SMDATAPARALLEL_DEVICE_NAME",
+                           &plan.nics);
+        plan.reason = "SMDATAPARALLEL_DEVICE_NAME=" + in.smddp_devices;
+    } else {
+        std::vector<Nic> cands;
+        std::vector<unsigned> ports;
+        for (const Nic &n : all) {
+            unsigned port = 0;
+            if (hca_spec_match(in.hca, n.name, &port)) {
+                cands.push_back(n);
+                ports.push_back(port);
+            }
+        }
+        if (in.hca.empty() && !cands.empty()) {
+            // Mixed fabrics (EFA plus a ConnectX): keep the kind with most
+            // devices (ties: EFA, then mlx); the user can pick others.
+            size_t count[3] = {0, 0, 0};
+            for (const Nic &n : cands) count[static_cast<int>(n.kind)]++;
+            int keep = static_cast<int>(std::max_element(count, count + 3) - count);
+            size_t dropped = cands.size() - count[keep];
+            if (dropped > 0) {
+                std::vector<Nic> kept;
+                std::string names;
+                for (const Nic &n : cands) {
+                    if (static_cast<int>(n.kind) == keep) {
+                        kept.push_back(n);
+                    } else {
+                        names += (names.empty() ? "" : ",") + n.name;
+                    }
+                }
+                cands = std::move(kept);
+                ports.assign(cands.size(), 0);
+                plan.notes.push_back(
+                    "ignoring " + names + " (fewer than the " +
+                    nic_kind_name(static_cast<NicKind>(keep)) +
+                    " devices); choose them with P2P_HCA or P2P_RAILS");
+            }
+        }
+        if (cands.empty()) {
+            plan.reason = all.empty() ? "no rdma devices"
+                                      : "no rdma devices match P2P_HCA=" + in.hca;
+        } else {
+            AutoResult r = plan.gpu >= 0
+                               ? plan_with_gpu(m, cands, plan.gpu, in.local_rank)
+                               : plan_without_gpu(m, cands, in, plan.numa);
+            std::vector<size_t> pick = r.share;
+            if (rails_count) {
+                pick.assign(r.order.begin(),
+                            r.order.begin() + std::min<size_t>(rails_n, r.order.size()));
+                if (rails_n > r.order.size()) {
+                    plan.notes.push_back("P2P_RAILS=" + in.rails + " but only " +
+                                         std::to_string(r.order.size()) +
+                                         " rdma device(s) usable");
+                }
+            }
+            for (size_t i : pick) {
+                plan.nics.push_back(PlannedNic{cands[i], ports[i] == 0 ? 1u : ports[i]});
+            }
+            plan.reason = (rails_count ? "P2P_RAILS=" + in.rails + "; " : "") + r.reason;
+            if (from_sysfs) {
+                plan.reason += " (devices from sysfs, no pcie locality)";
+            }
+        }
+    }
+    if (st != P2P_OK) {
+        return st;
+    }
+    if (!in.sysfs_root.empty()) {
+        apply_sysfs(in, gid_n, gid_auto, &plan);
+    }
+    if (!plan.nics.empty()) {
+        std::string devs;
+        for (const PlannedNic &p : plan.nics) {
+            devs += (devs.empty() ? "" : ",") + p.ucx_name();
+        }
+        std::string rails = std::to_string(
+            std::min<size_t>(plan.nics.size(), kUcxMaxRails));
+        if (plan.nics.size() > kUcxMaxRails) {
+            plan.notes.push_back("UCX stripes over at most " +
+                                 std::to_string(kUcxMaxRails) + " rails");
+        }
+        set_ucx(in, &plan, "UCX_NET_DEVICES", devs);
+        set_ucx(in, &plan, "UCX_MAX_RNDV_RAILS", rails);
+        set_ucx(in, &plan, "UCX_MAX_EAGER_RAILS", rails);
+        if (plan.gid.index >= 0) {
+            set_ucx(in, &plan, "UCX_IB_GID_INDEX", std::to_string(plan.gid.index));
+        }
+    }
+    *out = std::move(plan);
+    return P2P_OK;
+}
+
+std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
+                            unsigned ucx_minor) {
+    std::string names;
+    size_t n = 0;
+    for (const Nic &nic : machine.nics) {
+        if (nic.kind == NicKind::EFA) {
+            names += (n++ == 0 ? "" : ",") + nic.name;
+        }
+    }
+    if (n == 0 || ucx_major > 1 || (ucx_major == 1 && ucx_minor >= 19)) {
+        return "";
+    }
+    return "this machine has " + std::to_string(n) + " EFA device(s) (" + names +
+           ") but UCX " + std::to_string(ucx_major) + "." +
+           std::to_string(ucx_minor) +
+           " has no EFA transport: EFA needs UCX >= 1.19 built --with-efa "
+           "(transport 'srd'); traffic falls back to tcp. Fix: install UCX >= "
+           "1.19 with EFA support (e.g. from the AWS EFA installer under "
+           "/opt/amazon/efa, or build it with --with-efa) and make it the one "
+           "loaded (LD_LIBRARY_PATH, or configure ucxp2p --with-ucx=DIR).";
+}
+
+std::string rail_plan_describe(const RailPlan &p) {
+    std::ostringstream os;
+    os << "local rank " << p.local_rank << ":";
+    if (p.gpu >= 0) {
+        os << " gpu " << p.gpu << " (" << p.gpu_name << ")";
+    }
+    os << " numa " << p.numa << "\n  rails:";
+    if (p.nics.empty()) {
+        os << " none";
+    }
+    for (const PlannedNic &n : p.nics) {
+        os << " " << n.ucx_name() << " [" << nic_kind_name(n.nic.kind);
+        if (!n.nic.pci.busid.empty()) {
+            os << " " << n.nic.pci.busid;
+        }
+        os << " numa " << n.nic.pci.numa << "]";
+    }
+    os << "\n  reason: " << p.reason << "\n";
+    if (p.gid.index >= 0) {
+        os << "  gid index: " << p.gid.index << " (" << p.gid.reason << ")\n";
+    }
+    for (const auto &kv : p.ucx_settings) {
+        os << "  set " << kv.first << "=" << kv.second << "\n";
+    }
+    for (const std::string &n : p.notes) {
+        os << "  note: " << n << "\n";
+    }
+    return os.str();
+}
+
+} // namespace topo
+} // namespace ucxp2p

@@ -1,0 +1,92 @@
+/*
+ * Rail planner: which RDMA NICs one local rank uses, and the UCX settings
+ * that make UCX use exactly those (never overriding a UCX_* variable the
+ * user set). Pure function of a Machine and a PlanInput, so plans for other
+ * machines (hwloc XML) can be previewed and tested.
+ */
+#ifndef UCXP2P_TOPO_RAIL_PLAN_H
+#define UCXP2P_TOPO_RAIL_PLAN_H
+
+#include "topo/machine.h"
+#include "topo/roce.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ucxp2p {
+namespace topo {
+
+/** UCX stripes a message over at most this many rails. */
+constexpr unsigned kUcxMaxRails = 4;
+
+struct PlanInput {
+    uint32_t local_rank = 0;
+    uint32_t local_size = 1;
+    std::string rails = "auto";     /**< P2P_RAILS: auto | N | name,name */
+    std::string hca;                /**< P2P_HCA: NCCL_IB_HCA-style filter */
+    std::string smddp_devices;      /**< SMDATAPARALLEL_DEVICE_NAME */
+    std::string gid_index = "auto"; /**< P2P_IB_GID_INDEX: auto | N */
+    /** Index into Machine::gpus of this rank's GPU; -1: local_rank modulo
+     *  the number of GPUs (one rank per GPU, PCI bus order). */
+    int gpu = -1;
+    /** NUMA node of the rank's CPU binding; -1: unknown (no GPU case then
+     *  spreads ranks over NUMA nodes in blocks). */
+    int binding_numa = -1;
+    /** UCX_* variables the user set, with their values. */
+    std::vector<std::pair<std::string, std::string>> user_ucx;
+    /** sysfs tree for RoCE GID detection; empty: skip it. */
+    std::string sysfs_root;
+
+    /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME
+     *  and every UCX_* variable of the environment; sysfs_root is the
+     *  default one. */
+    static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);
+
+    const std::string *user_ucx_value(const std::string &name) const;
+};
+
+struct PlannedNic {
+    Nic nic;
+    unsigned port = 1;
+    std::string ucx_name() const { return nic.name + ":" + std::to_string(port); }
+};
+
+struct RailPlan {
+    uint32_t local_rank = 0;
+    int gpu = -1;                   /**< index in Machine::gpus, -1 none */
+    std::string gpu_name;
+    int numa = -1;                  /**< NUMA node the rank should run on */
+    std::vector<PlannedNic> nics;   /**< rails, in the order UCX gets them */
+    std::string reason;             /**< why, one line */
+    GidChoice gid;                  /**< index -1 when not RoCE / not found */
+    std::vector<std::pair<std::string, std::string>> ucx_settings;
+    std::vector<std::string> notes; /**< user settings kept, warnings */
+};
+
+/**
+ * Plan the rails of in.local_rank. A machine without RDMA NICs gives an
+ * empty plan whose reason says "no rdma devices" (P2P_OK).
+ * Errors: P2P_ERR_INVALID_PARAM (local_rank >= local_size, local_size 0,
+ * malformed P2P_RAILS / P2P_IB_GID_INDEX, a device named in P2P_RAILS or
+ * SMDATAPARALLEL_DEVICE_NAME that does not exist); logged.
+ */
+p2p_status_t plan_rails(const Machine &machine, const PlanInput &in,
+                        RailPlan *out);
+
+/** Warning text when the machine has EFA NICs and UCX is older than 1.19
+ *  (no `srd` transport); empty otherwise. */
+std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
+                            unsigned ucx_minor);
+
+/** Multi-line human summary of a plan (p2p_info). */
+std::string rail_plan_describe(const RailPlan &plan);
+
+} // namespace topo
+} // namespace ucxp2p
+
+#endif

@@ -1,0 +1,328 @@
+#include "topo/roce.h"
+
+#include "core/log.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <dirent.h>
+#include <fstream>
+#include <sys/stat.h>
+
+namespace ucxp2p {
+namespace topo {
+
+const char *const kDefaultSysfsRoot = "/sys/class/infiniband";
+
+namespace {
+
+/** First line of a file without trailing whitespace; false if unreadable. */
+bool read_line(const std::string &path, std::string *out) {
+    std::ifstream in(path);
+    if (!in) {
+        return false;
+    }
+    std::string line;
+    if (!std::getline(in, line) && !in.eof()) {
+        return false;
+    }
+    if (in.bad()) {
+        return false;
+    }
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
+        line.pop_back();
+    }
+    *out = line;
+    return true;
+}
+
+bool is_dir(const std::string &path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/** Names in a directory (no dot entries); empty when unreadable. */
+std::vector<std::string> list_dir(const std::string &path) {
+    std::vector<std::string> names;
+    DIR *d = opendir(path.c_str());
+    if (d == nullptr) {
+        return names;
+    }
+    while (struct dirent *e = readdir(d)) {
+        if (e->d_name[0] != '.') {
+            names.emplace_back(e->d_name);
+        }
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+/** Non-negative decimal number, or false. */
+bool parse_uint(const std::string &s, unsigned *out) {
+    if (s.empty() || s.size() > 9 ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return false;
+    }
+    *out = static_cast<unsigned>(std::strtoul(s.c_str(), nullptr, 10));
+    return true;
+}
+
+/** 8 groups of 4 hex digits separated by ':'. */
+bool valid_gid(const std::string &g) {
+    if (g.size() != 39) {
+        return false;
+    }
+    for (size_t i = 0; i < g.size(); ++i) {
+        bool colon = (i % 5) == 4;
+        if (colon ? g[i] != ':' : !std::isxdigit(static_cast<unsigned char>(g[i]))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+GidType parse_type(std::string t) {
+    std::transform(t.begin(), t.end(), t.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    if (t.find("v2") != std::string::npos) {
+        return GidType::ROCE_V2;
+    }
+    if (t.find("v1") != std::string::npos) {
+        return GidType::ROCE_V1;
+    }
+    return GidType::UNKNOWN;
+}
+
+std::string ipv4_of(const std::string &gid) {
+    // last two groups: "0a00:0001" -> 10.0.0.1
+    unsigned long hi = std::strtoul(gid.substr(30, 4).c_str(), nullptr, 16);
+    unsigned long lo = std::strtoul(gid.substr(35, 4).c_str(), nullptr, 16);
+    return std::to_string(hi >> 8) + "." + std::to_string(hi & 0xff) + "." +
+           std::to_string(lo >> 8) + "." + std::to_string(lo & 0xff);
+}
+
+std::string port_dir(const std::string &root, const std::string &dev,
+                     unsigned port) {
+    return root + "/" + dev + "/ports/" + std::to_string(port);
+}
+
+} // namespace
+
+std::vector<std::string> roce_list_devices(const std::string &root) {
+    std::vector<std::string> devs;
+    for (const std::string &n : list_dir(root)) {
+        if (is_dir(root + "/" + n)) {
+            devs.push_back(n);
+        }
+    }
+    return devs;
+}
+
+std::vector<unsigned> roce_list_ports(const std::string &root,
+                                      const std::string &dev) {
+    std::vector<unsigned> ports;
+    for (const std::string &n : list_dir(root + "/" + dev + "/ports")) {
+        unsigned p;
+        if (parse_uint(n, &p)) {
+            ports.push_back(p);
+        }
+    }
+    std::sort(ports.begin(), ports.end());
+    return ports;
+}
+
+std::string roce_link_layer(const std::string &root, const std::string &dev,
+                            unsigned port) {
+    std::string s;
+    if (!read_line(port_dir(root, dev, port) + "/link_layer", &s)) {
+        return "";
+    }
+    return s;
+}
+
+bool roce_port_active(const std::string &root, const std::string &dev,
+                      unsigned port) {
+    std::string s;
+    if (!read_line(port_dir(root, dev, port) + "/state", &s)) {
+        return true;
+    }
+    return s.find("ACTIVE") != std::string::npos;
+}
+
+p2p_status_t roce_read_gids(const std::string &root, const std::string &dev,
+                            unsigned port, std::vector<GidEntry> *out) {
+    if (out == nullptr || dev.empty() || dev.find('/') != std::string::npos) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    const std::string dir = port_dir(root, dev, port);
+    if (!is_dir(dir + "/gids")) {
+        P2P_LOG(P2P_LOG_DEBUG, "roce: %s/gids does not exist", dir.c_str());
+        return P2P_ERR_NO_DEVICE;
+    }
+    std::vector<GidEntry> gids;
+    for (const std::string &n : list_dir(dir + "/gids")) {
+        GidEntry e;
+        std::string type;
+        if (!parse_uint(n, &e.index) || !read_line(dir + "/gids/" + n, &e.gid) ||
+            !valid_gid(e.gid) ||
+            e.gid == "0000:0000:0000:0000:0000:0000:0000:0000") {
+            continue; // unused slot or junk
+        }
+        // The kernel refuses to read the type of an unused slot.
+        if (!read_line(dir + "/gid_attrs/types/" + n, &type)) {
+            continue;
+        }
+        e.type = parse_type(type);
+        if (!read_line(dir + "/gid_attrs/ndevs/" + n, &e.ndev)) {
+            e.ndev.clear();
+        }
+        std::string lower = e.gid;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char c) { return std::tolower(c); });
+        e.gid = lower;
+        e.ipv4 = lower.compare(0, 30, "0000:0000:0000:0000:0000:ffff:") == 0;
+        e.link_local = lower.compare(0, 3, "fe8") == 0 ||
+                       lower.compare(0, 3, "fe9") == 0 ||
+                       lower.compare(0, 3, "fea") == 0 ||
+                       lower.compare(0, 3, "feb") == 0;
+        gids.push_back(std::move(e));
+    }
+    std::sort(gids.begin(), gids.end(),
+              [](const GidEntry &a, const GidEntry &b) { return a.index < b.index; });
+    *out = std::move(gids);
+    return P2P_OK;
+}
+
+p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
+                             const std::string &netdev, GidChoice *out) {
+    if (out == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    // Rank: lower is better; -1 means not usable.
+    auto rank = [](const GidEntry &e) {
+        if (e.type == GidType::ROCE_V2 && e.ipv4) return 0;
+        if (e.type == GidType::ROCE_V2 && !e.link_local) return 1;
+        if (e.type == GidType::ROCE_V1 && e.ipv4) return 2;
+        if (e.type == GidType::ROCE_V1 && !e.link_local) return 3;
+        if (e.type == GidType::ROCE_V1) return 4;
+        return -1;
+    };
+    const GidEntry *best = nullptr;
+    int best_rank = 0;
+    bool best_on_netdev = false;
+    for (const GidEntry &e : gids) {
+        int r = rank(e);
+        if (r < 0) {
+            continue;
+        }
+        bool on_netdev = !netdev.empty() && e.ndev == netdev;
+        if (best == nullptr || r < best_rank ||
+            (r == best_rank && on_netdev && !best_on_netdev)) {
+            best = &e;
+            best_rank = r;
+            best_on_netdev = on_netdev;
+        }
+    }
+    if (best == nullptr) {
+        return P2P_ERR_NO_DEVICE;
+    }
+    GidChoice c;
+    c.index = static_cast<int>(best->index);
+    c.entry = *best;
+    c.reason = best->type == GidType::ROCE_V2 ? "roce v2" : "roce v1";
+    if (best->ipv4) {
+        c.reason += ", ipv4 " + ipv4_of(best->gid);
+    } else {
+        c.reason += best->link_local ? ", ipv6 link-local " : ", ipv6 ";
+        c.reason += best->gid;
+    }
+    if (!best->ndev.empty()) {
+        c.reason += " on " + best->ndev;
+    }
+    if (best_rank > 0) {
+        c.reason += best_rank == 1 ? " (no roce v2 ipv4 gid)" : " (no roce v2 gid)";
+    }
+    *out = std::move(c);
+    return P2P_OK;
+}
+
+p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
+                             unsigned port, const std::string &netdev,
+                             GidChoice *out) {
+    std::vector<GidEntry> gids;
+    p2p_status_t st = roce_read_gids(root, dev, port, &gids);
+    if (st != P2P_OK) {
+        P2P_LOG(P2P_LOG_INFO, "roce: %s port %u: no gid table under %s",
+                dev.c_str(), port, root.c_str());
+        return st;
+    }
+    st = roce_choose_gid(gids, netdev, out);
+    if (st != P2P_OK) {
+        P2P_LOG(P2P_LOG_INFO, "roce: %s port %u: none of %zu gids is roce v1/v2",
+                dev.c_str(), port, gids.size());
+    }
+    return st;
+}
+
+bool hca_spec_match(const std::string &spec_in, const std::string &name,
+                    unsigned *port_p) {
+    if (port_p != nullptr) {
+        *port_p = 0;
+    }
+    if (spec_in.empty()) {
+        return true;
+    }
+    bool exclude = spec_in[0] == '^';
+    std::string spec = exclude ? spec_in.substr(1) : spec_in;
+    bool hit = false;
+    size_t pos = 0;
+    while (pos <= spec.size() && !hit) {
+        size_t comma = spec.find(',', pos);
+        std::string entry = spec.substr(pos, comma == std::string::npos
+                                                 ? std::string::npos
+                                                 : comma - pos);
+        pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+        bool exact = !entry.empty() && entry[0] == '=';
+        if (exact) {
+            entry.erase(0, 1);
+        }
+        unsigned port = 0;
+        size_t colon = entry.find(':');
+        if (colon != std::string::npos) {
+            if (!parse_uint(entry.substr(colon + 1), &port)) {
+                port = 0;
+            }
+            entry.erase(colon);
+        }
+        if (entry.empty()) {
+            continue;
+        }
+        hit = exact ? name == entry : name.compare(0, entry.size(), entry) == 0;
+        if (hit && port_p != nullptr && !exclude) {
+            *port_p = port;
+        }
+    }
+    return exclude ? !hit : hit;
+}
+
+p2p_status_t roce_select_hcas(const std::string &root, const std::string &spec,
+                              std::vector<std::string> *out) {
+    if (out == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    std::vector<std::string> hits;
+    for (const std::string &d : roce_list_devices(root)) {
+        if (hca_spec_match(spec, d)) {
+            hits.push_back(d);
+        }
+    }
+    if (hits.empty()) {
+        return P2P_ERR_NO_DEVICE;
+    }
+    *out = std::move(hits);
+    return P2P_OK;
+}
+
+} // namespace topo
+} // namespace ucxp2p

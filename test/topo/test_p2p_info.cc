@@ -1,0 +1,124 @@
+/* p2p_info end to end: --topology preview, --help, bad arguments. */
+#include "ucxp2p_config.h"
+
+#include "topo_test_util.h"
+
+#include <cstdio>
+#include <sys/wait.h>
+
+using topo_test::fixture;
+using topo_test::shared_xml;
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out;
+};
+
+/** Run p2p_info with args (bounded by timeout(1)); stdout and stderr. */
+Result run(const std::string &args, const std::string &env = "") {
+    std::string cmd = env + " timeout 60 " + topo_test::builddir() +
+                      "/tools/info/p2p_info " + args + " 2>&1";
+    Result r;
+    FILE *p = popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        return r;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
+        r.out.append(buf, n);
+    }
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+size_t count(const std::string &hay, const std::string &needle) {
+    size_t c = 0;
+    for (size_t pos = hay.find(needle); pos != std::string::npos;
+         pos = hay.find(needle, pos + 1)) {
+        ++c;
+    }
+    return c;
+}
+
+} // namespace
+
+TEST(P2pInfo, HelpExitsZero) {
+    Result r = run("--help");
+    EXPECT_EQ(0, r.status);
+    EXPECT_NE(std::string::npos, r.out.find("--topology FILE.xml")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("--local-size")) << r.out;
+}
+
+TEST(P2pInfo, BadArgumentsExitTwoWithAMessage) {
+    for (const char *args : {"--bogus", "--local-size", "--local-size 0",
+                             "--local-size -3", "--local-size 2x", "--topology",
+                             "--topology /nonexistent.xml --no-ucx",
+                             "--local-size 2 --local-rank 5 --no-ucx"}) {
+        Result r = run(args);
+        EXPECT_EQ(2, r.status) << args << "\n" << r.out;
+        EXPECT_NE(std::string::npos, r.out.find("p2p_info: ")) << args << "\n" << r.out;
+    }
+}
+
+#ifdef HAVE_HWLOC
+
+TEST(P2pInfo, PreviewsP4dPlanForEveryRank) {
+    std::string path = shared_xml("p4d.24xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Result r = run("--topology " + path + " --local-size 8 --no-ucx");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("rail plan (8 local ranks)")) << r.out;
+    EXPECT_EQ(2u, count(r.out, "set UCX_NET_DEVICES=rdmap16s27:1\n"));
+    EXPECT_EQ(2u, count(r.out, "set UCX_NET_DEVICES=rdmap160s27:1\n"));
+    EXPECT_NE(std::string::npos, r.out.find("local rank 7: gpu 7 (0000:a0:1d.0) numa 1"))
+        << r.out;
+    // EFA with Debian's UCX 1.13: the warning and its fix are shown.
+    EXPECT_NE(std::string::npos, r.out.find("UCX >= 1.19")) << r.out;
+    // Configuration with help texts, including the new variables.
+    EXPECT_NE(std::string::npos, r.out.find("P2P_RAILS=auto")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("P2P_IB_GID_INDEX=auto")) << r.out;
+}
+
+TEST(P2pInfo, OneRankAndEnvironmentOverride) {
+    Result r = run("--topology " + fixture("nogpu_mlx4.xml") +
+                       " --local-size 4 --local-rank 3 --no-ucx --no-config",
+                   "P2P_RAILS=mlx5_0,mlx5_1");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_EQ(1u, count(r.out, "local rank "));
+    EXPECT_NE(std::string::npos, r.out.find("set UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"))
+        << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("reason: P2P_RAILS=mlx5_0,mlx5_1")) << r.out;
+}
+
+TEST(P2pInfo, BadPlanSettingIsARuntimeFailure) {
+    Result r = run("--topology " + fixture("nogpu_mlx4.xml") + " --no-ucx --no-config",
+                   "P2P_RAILS=mlx9_9");
+    EXPECT_EQ(1, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("mlx9_9")) << r.out;
+}
+
+TEST(P2pInfo, RoceSectionReadsTheSysfsTree) {
+    topo_test::TempDir d;
+    topo_test::add_port(d, "mlx5_bond_0", 1, "Ethernet", "4: ACTIVE");
+    topo_test::add_gid(d, "mlx5_bond_0", 1, 9, "0000:0000:0000:0000:0000:ffff:0a00:0002",
+                       "RoCE v2", "bond0");
+    Result r = run("--topology " + fixture("gpu1_nonic.xml") + " --sysfs " + d.path() +
+                   " --no-ucx --no-config");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("mlx5_bond_0:1 link Ethernet, active, gid index 9"))
+        << r.out;
+}
+
+#endif
+
+TEST(P2pInfo, LiveMachineRunsWithUcx) {
+    Result r = run("--no-config");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("ucxp2p ")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("UCX 1.")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("local rank 0")) << r.out;
+}

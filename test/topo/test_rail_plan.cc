@@ -1,0 +1,335 @@
+/* Rail planner: per-rank plans on real and synthetic machines, overrides,
+ * user UCX settings, RoCE GID through a fake sysfs, EFA/UCX warning. */
+#include "ucxp2p_config.h"
+
+#include "topo/rail_plan.h"
+#include "topo/topology.h"
+
+#include "topo_test_util.h"
+
+#include <set>
+
+using namespace ucxp2p::topo;
+using topo_test::add_gid;
+using topo_test::add_port;
+using topo_test::fixture;
+using topo_test::shared_xml;
+using topo_test::TempDir;
+
+namespace {
+
+Machine load(const std::string &path) {
+    std::unique_ptr<Topology> t;
+    EXPECT_EQ(P2P_OK, Topology::load(path, &t)) << path;
+    return t ? t->machine() : Machine{};
+}
+
+PlanInput input(uint32_t rank, uint32_t size) {
+    PlanInput in;
+    in.local_rank = rank;
+    in.local_size = size;
+    return in;
+}
+
+std::vector<std::string> names(const RailPlan &p) {
+    std::vector<std::string> out;
+    for (const PlannedNic &n : p.nics) {
+        out.push_back(n.ucx_name());
+    }
+    return out;
+}
+
+std::string setting(const RailPlan &p, const std::string &name) {
+    for (const auto &kv : p.ucx_settings) {
+        if (kv.first == name) {
+            return kv.second;
+        }
+    }
+    return "<unset>";
+}
+
+RailPlan plan_ok(const Machine &m, const PlanInput &in) {
+    RailPlan p;
+    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
+    return p;
+}
+
+} // namespace
+
+#ifdef HAVE_HWLOC
+
+TEST(RailPlan, P4dGpuPairsShareTheEfaOfTheirSwitch) {
+    std::string path = shared_xml("p4d.24xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Machine m = load(path);
+    const char *efa[] = {"rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"};
+    for (uint32_t r = 0; r < 8; ++r) {
+        RailPlan p = plan_ok(m, input(r, 8));
+        SCOPED_TRACE("local rank " + std::to_string(r));
+        EXPECT_EQ(static_cast<int>(r), p.gpu);
+        EXPECT_EQ(r < 4 ? 0 : 1, p.numa);
+        ASSERT_EQ(1u, p.nics.size());
+        EXPECT_EQ(efa[r / 2], p.nics[0].nic.name);
+        EXPECT_EQ(std::string(efa[r / 2]) + ":1", setting(p, "UCX_NET_DEVICES"));
+        EXPECT_EQ("1", setting(p, "UCX_MAX_RNDV_RAILS"));
+        EXPECT_NE(std::string::npos, p.reason.find("same pcie switch")) << p.reason;
+        EXPECT_EQ(-1, p.gid.index);
+    }
+}
+
+TEST(RailPlan, P4dCountOverrideAddsTheNextNearestNic) {
+    std::string path = shared_xml("p4d.24xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Machine m = load(path);
+    PlanInput in = input(0, 8);
+    in.rails = "2";
+    RailPlan p = plan_ok(m, in);
+    // Own switch first, then the other EFA of NUMA 0.
+    EXPECT_EQ((std::vector<std::string>{"rdmap16s27:1", "rdmap32s27:1"}), names(p));
+    EXPECT_EQ("2", setting(p, "UCX_MAX_RNDV_RAILS"));
+    in.rails = "9";
+    p = plan_ok(m, in);
+    EXPECT_EQ(4u, p.nics.size());
+    EXPECT_EQ("4", setting(p, "UCX_MAX_RNDV_RAILS"));
+    ASSERT_FALSE(p.notes.empty());
+}
+
+TEST(RailPlan, P4dExplicitNamesAndSmddpDevice) {
+    std::string path = shared_xml("p4d.24xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Machine m = load(path);
+    PlanInput in = input(0, 8);
+    in.smddp_devices = "rdmap144s27";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"rdmap144s27:1"}), names(p));
+    EXPECT_NE(std::string::npos, p.reason.find("SMDATAPARALLEL_DEVICE_NAME"));
+    in.rails = "rdmap160s27,rdmap32s27";   // P2P_RAILS names win over SMDDP
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"rdmap160s27:1", "rdmap32s27:1"}), names(p));
+    in.rails = "rdmap999";
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+    in.rails = "rdmap16s27:x";
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+}
+
+TEST(RailPlan, P5enEachGpuGetsTwoOwnEfas) {
+    std::string path = shared_xml("p5en.48xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Machine m = load(path);
+    std::set<std::string> used;
+    for (uint32_t r = 0; r < 8; ++r) {
+        RailPlan p = plan_ok(m, input(r, 8));
+        SCOPED_TRACE("local rank " + std::to_string(r));
+        ASSERT_EQ(2u, p.nics.size());
+        EXPECT_EQ("2", setting(p, "UCX_MAX_RNDV_RAILS"));
+        for (const PlannedNic &n : p.nics) {
+            EXPECT_EQ(p.numa, n.nic.pci.numa);
+            EXPECT_TRUE(used.insert(n.nic.name).second) << n.nic.name << " twice";
+        }
+    }
+    EXPECT_EQ(16u, used.size());
+}
+
+TEST(RailPlan, P6MixedFabricsKeepEfaUnlessHcaChosen) {
+    std::string path = shared_xml("p6-b200.48xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    Machine m = load(path);
+    RailPlan p = plan_ok(m, input(4, 8));
+    ASSERT_EQ(1u, p.nics.size());
+    EXPECT_EQ(NicKind::EFA, p.nics[0].nic.kind);
+    ASSERT_FALSE(p.notes.empty());
+    EXPECT_NE(std::string::npos, p.notes[0].find("ibp115s0f0"));
+    PlanInput in = input(4, 8);
+    in.hca = "ibp";
+    p = plan_ok(m, in);
+    ASSERT_FALSE(p.nics.empty());
+    for (const PlannedNic &n : p.nics) {
+        EXPECT_EQ(0u, n.nic.name.rfind("ibp", 0)) << n.nic.name;
+    }
+}
+
+TEST(RailPlan, SyntheticGpuPicksNicOnItsSwitch) {
+    Machine m = load(fixture("gpu2_mlx2_bond.xml"));
+    RailPlan p0 = plan_ok(m, input(0, 2));
+    RailPlan p1 = plan_ok(m, input(1, 2));
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1"}), names(p0));
+    EXPECT_EQ("cuda0", p0.gpu_name);
+    EXPECT_EQ(0, p0.numa);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_bond_0:1"}), names(p1));
+    EXPECT_EQ(1, p1.numa);
+    // More ranks than GPUs: rank 2 shares GPU 0 and its NIC.
+    RailPlan p2 = plan_ok(m, input(2, 4));
+    EXPECT_EQ(0, p2.gpu);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1"}), names(p2));
+    // An explicit GPU index is honoured; a bad one is rejected.
+    PlanInput in = input(0, 1);
+    in.gpu = 1;
+    EXPECT_EQ((std::vector<std::string>{"mlx5_bond_0:1"}), names(plan_ok(m, in)));
+    in.gpu = 2;
+    RailPlan bad;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &bad));
+}
+
+TEST(RailPlan, HcaFilterRestrictsAutomaticChoice) {
+    Machine m = load(fixture("gpu2_mlx2_bond.xml"));
+    PlanInput in = input(0, 2);
+    in.hca = "=mlx5_bond_0";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_bond_0:1"}), names(p));
+    in.hca = "bnxt";
+    p = plan_ok(m, in);
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_NE(std::string::npos, p.reason.find("P2P_HCA")) << p.reason;
+    EXPECT_TRUE(p.ucx_settings.empty());
+}
+
+TEST(RailPlan, NoGpuSpreadsRanksOverNicsOfTheirNuma) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    const char *expect4[] = {"mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"};
+    for (uint32_t r = 0; r < 4; ++r) {
+        RailPlan p = plan_ok(m, input(r, 4));
+        EXPECT_EQ(-1, p.gpu);
+        EXPECT_EQ(r < 2 ? 0 : 1, p.numa) << r;
+        EXPECT_EQ((std::vector<std::string>{expect4[r]}), names(p)) << r;
+    }
+    // One rank: it sits on NUMA 0 and takes both of its NICs.
+    RailPlan one = plan_ok(m, input(0, 1));
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"}), names(one));
+    EXPECT_EQ("2", setting(one, "UCX_MAX_RNDV_RAILS"));
+    // Eight ranks: four per NUMA node, round-robin over its two NICs.
+    const char *expect8[] = {"mlx5_0:1", "mlx5_1:1", "mlx5_0:1", "mlx5_1:1",
+                             "mlx5_2:1", "mlx5_3:1", "mlx5_2:1", "mlx5_3:1"};
+    for (uint32_t r = 0; r < 8; ++r) {
+        EXPECT_EQ((std::vector<std::string>{expect8[r]}), names(plan_ok(m, input(r, 8))))
+            << r;
+    }
+    // A CPU binding to NUMA 1 wins over the block placement (rank 0 would
+    // be on NUMA 0); with one rank per node it takes both NICs of NUMA 1,
+    // with two per node each takes one.
+    PlanInput in = input(0, 2);
+    in.binding_numa = 1;
+    RailPlan b = plan_ok(m, in);
+    EXPECT_EQ(1, b.numa);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_2:1", "mlx5_3:1"}), names(b));
+    in = input(1, 4);
+    in.binding_numa = 1;
+    EXPECT_EQ((std::vector<std::string>{"mlx5_3:1"}), names(plan_ok(m, in)));
+}
+
+TEST(RailPlan, MachineWithoutNicGivesEmptyPlan) {
+    Machine m = load(fixture("gpu1_nonic.xml"));
+    RailPlan p = plan_ok(m, input(0, 1));
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_EQ("no rdma devices", p.reason);
+    EXPECT_TRUE(p.ucx_settings.empty());
+    EXPECT_EQ(0, p.gpu);
+}
+
+TEST(RailPlan, LiveMachineWithoutRdmaIsGraceful) {
+    std::unique_ptr<Topology> t;
+    ASSERT_EQ(P2P_OK, Topology::load("", &t));
+    if (!t->machine().nics.empty()) {
+        GTEST_SKIP() << "this machine has rdma devices";
+    }
+    PlanInput in = input(0, 1);
+    in.sysfs_root = "/nonexistent-sysfs";
+    RailPlan p = plan_ok(t->machine(), in);
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_EQ("no rdma devices", p.reason);
+}
+
+TEST(RailPlan, UserUcxSettingsAreNeverOverridden) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    in.user_ucx = {{"UCX_NET_DEVICES", "mlx5_3:1,eth0"}, {"UCX_MAX_RNDV_RAILS", "3"}};
+    in.rails = "mlx5_0";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_3:1"}), names(p));
+    EXPECT_EQ("<unset>", setting(p, "UCX_NET_DEVICES"));
+    EXPECT_EQ("<unset>", setting(p, "UCX_MAX_RNDV_RAILS"));
+    EXPECT_EQ("1", setting(p, "UCX_MAX_EAGER_RAILS"));
+    EXPECT_NE(std::string::npos, p.reason.find("set by the user"));
+    bool kept = false;
+    bool ignored = false;
+    for (const std::string &n : p.notes) {
+        kept |= n.find("kept UCX_MAX_RNDV_RAILS=3") != std::string::npos;
+        ignored |= n.find("P2P_RAILS=mlx5_0 ignored") != std::string::npos;
+    }
+    EXPECT_TRUE(kept);
+    EXPECT_TRUE(ignored);
+}
+
+TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    TempDir d;
+    add_port(d, "mlx5_0", 1, "Ethernet", "1: DOWN");
+    add_port(d, "mlx5_0", 2, "Ethernet", "4: ACTIVE");
+    add_gid(d, "mlx5_0", 2, 0, "fe80:0000:0000:0000:0000:0000:0000:0001", "IB/RoCE v1", "eth2");
+    add_gid(d, "mlx5_0", 2, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "eth2");
+    add_port(d, "mlx5_1", 1, "InfiniBand", "4: ACTIVE");
+    PlanInput in = input(0, 1);
+    in.sysfs_root = d.path();
+    RailPlan p = plan_ok(m, in);
+    // Port 1 of mlx5_0 is down: port 2 is used; mlx5_1 is IB (no GID).
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:2", "mlx5_1:1"}), names(p));
+    EXPECT_EQ(3, p.gid.index);
+    EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("mlx5_0:2,mlx5_1:1", setting(p, "UCX_NET_DEVICES"));
+
+    in.gid_index = "5";
+    p = plan_ok(m, in);
+    EXPECT_EQ("5", setting(p, "UCX_IB_GID_INDEX"));
+    in.user_ucx = {{"UCX_IB_GID_INDEX", "1"}};
+    p = plan_ok(m, in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    in.gid_index = "five";
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+}
+
+#endif // HAVE_HWLOC
+
+TEST(RailPlan, SysfsDevicesAreUsedWhenHwlocSeesNone) {
+    // A pod whose hwloc shows no PCI devices but has /sys/class/infiniband.
+    Machine m;
+    m.numa_nodes = {0};
+    TempDir d;
+    add_port(d, "mlx5_bond_0", 1, "Ethernet", "4: ACTIVE");
+    add_gid(d, "mlx5_bond_0", 1, 0, "fe80:0000:0000:0000:0000:0000:0000:0001", "IB/RoCE v1", "bond0");
+    add_gid(d, "mlx5_bond_0", 1, 9, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "bond0");
+    PlanInput in = input(0, 1);
+    in.sysfs_root = d.path();
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_bond_0:1"}), names(p));
+    EXPECT_EQ(9, p.gid.index);
+    EXPECT_NE(std::string::npos, p.reason.find("sysfs")) << p.reason;
+    EXPECT_NE(std::string::npos, rail_plan_describe(p).find("gid index: 9"));
+}
+
+TEST(RailPlan, BadRankAndRailsAreRejected) {
+    Machine m;
+    RailPlan p;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, input(1, 1), &p));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, input(0, 0), &p));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, input(0, 1), nullptr));
+    PlanInput in = input(0, 1);
+    in.rails = "0";
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+    in.rails = "auto";
+    p = plan_ok(m, in);
+    EXPECT_EQ("no rdma devices", p.reason);
+}
+
+TEST(RailPlan, EfaWarningNeedsEfaAndOldUcx) {
+    Machine m;
+    EXPECT_EQ("", efa_ucx_warning(m, 1, 13));
+    Nic efa;
+    efa.name = "rdmap16s27";
+    efa.kind = NicKind::EFA;
+    m.nics.push_back(efa);
+    std::string w = efa_ucx_warning(m, 1, 13);
+    EXPECT_NE(std::string::npos, w.find("1.19")) << w;
+    EXPECT_NE(std::string::npos, w.find("rdmap16s27")) << w;
+    EXPECT_NE(std::string::npos, w.find("Fix")) << w;
+    EXPECT_EQ("", efa_ucx_warning(m, 1, 19));
+    EXPECT_EQ("", efa_ucx_warning(m, 2, 0));
+}

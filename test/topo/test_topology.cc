@@ -1,0 +1,113 @@
+/* hwloc discovery: synthetic fixtures, real machine XML, the live machine. */
+#include "ucxp2p_config.h"
+
+#include "topo/topology.h"
+
+#include "topo_test_util.h"
+
+using namespace ucxp2p::topo;
+using topo_test::fixture;
+using topo_test::shared_xml;
+
+namespace {
+
+std::unique_ptr<Topology> load_or_fail(const std::string &path) {
+    std::unique_ptr<Topology> t;
+    EXPECT_EQ(P2P_OK, Topology::load(path, &t)) << path;
+    return t;
+}
+
+} // namespace
+
+#ifdef HAVE_HWLOC
+
+TEST(Topology, SyntheticGpusNicsBondAndNuma) {
+    auto t = load_or_fail(fixture("gpu2_mlx2_bond.xml"));
+    ASSERT_TRUE(t);
+    const Machine &m = t->machine();
+    EXPECT_EQ((std::vector<int>{0, 1}), m.numa_nodes);
+    ASSERT_EQ(2u, m.gpus.size());
+    EXPECT_EQ("cuda0", m.gpus[0].name);     // CUDA OS device names the GPU
+    EXPECT_EQ("0000:18:00.0", m.gpus[0].pci.busid);
+    EXPECT_EQ(0, m.gpus[0].pci.numa);
+    EXPECT_EQ("cuda1", m.gpus[1].name);
+    EXPECT_EQ(1, m.gpus[1].pci.numa);
+    ASSERT_EQ(2u, m.nics.size());
+    EXPECT_EQ("mlx5_0", m.nics[0].name);
+    EXPECT_EQ(NicKind::MLX, m.nics[0].kind);
+    EXPECT_EQ((std::vector<std::string>{"ibs19"}), m.nics[0].netdevs);
+    EXPECT_EQ("mlx5_bond_0", m.nics[1].name);
+    EXPECT_EQ(1, m.nics[1].pci.numa);
+    // GPU and NIC under the same PCIe switch share more than the CPU side.
+    size_t same = pci_affinity(m.gpus[0].pci, m.nics[0].pci);
+    size_t cross = pci_affinity(m.gpus[0].pci, m.nics[1].pci);
+    EXPECT_GT(same, m.gpus[0].pci.cpu_depth);
+    EXPECT_LT(cross, same);
+}
+
+TEST(Topology, NvidiaVgaIsAGpuOtherVgaIsNot) {
+    auto t = load_or_fail(fixture("gpu1_nonic.xml"));
+    ASSERT_TRUE(t);
+    const Machine &m = t->machine();
+    ASSERT_EQ(1u, m.gpus.size());
+    EXPECT_EQ("0000:01:00.0", m.gpus[0].pci.busid);
+    EXPECT_EQ(0x10de, m.gpus[0].pci.vendor);
+    EXPECT_TRUE(m.nics.empty());
+    ASSERT_EQ(1u, m.netifs.size());
+    EXPECT_EQ("eth0", m.netifs[0].name);
+}
+
+TEST(Topology, P4dHasEightGpusFourEfaTwoNuma) {
+    std::string path = shared_xml("p4d.24xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    auto t = load_or_fail(path);
+    ASSERT_TRUE(t);
+    const Machine &m = t->machine();
+    EXPECT_EQ(2u, m.numa_nodes.size());
+    ASSERT_EQ(8u, m.gpus.size());
+    ASSERT_EQ(4u, m.nics.size());
+    for (const Nic &n : m.nics) {
+        EXPECT_EQ(NicKind::EFA, n.kind) << n.name;
+    }
+    EXPECT_EQ("rdmap16s27", m.nics[0].name);
+    EXPECT_EQ("rdmap160s27", m.nics[3].name);
+    for (size_t g = 0; g < 8; ++g) {
+        EXPECT_EQ(g < 4 ? 0 : 1, m.gpus[g].pci.numa) << g;
+    }
+}
+
+TEST(Topology, P5enHasSixteenEfa) {
+    std::string path = shared_xml("p5en.48xlarge.xml");
+    SKIP_UNLESS_SHARED(path);
+    auto t = load_or_fail(path);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(8u, t->machine().gpus.size());
+    EXPECT_EQ(16u, t->machine().nics.size());
+}
+
+TEST(Topology, BadFilesAreInvalidParam) {
+    std::unique_ptr<Topology> t;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, Topology::load("/nonexistent/x.xml", &t));
+    EXPECT_FALSE(t);
+    topo_test::TempDir d;
+    d.write("bad.xml", "<topology>this is not hwloc");
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, Topology::load(d.path() + "/bad.xml", &t));
+    EXPECT_FALSE(t);
+}
+
+TEST(Topology, LiveMachineLoads) {
+    auto t = load_or_fail("");
+    ASSERT_TRUE(t);
+    EXPECT_EQ("live", t->machine().source);
+    EXPECT_GE(t->machine().numa_nodes.size(), 1u);
+    EXPECT_GE(t->binding_numa(), -1);
+}
+
+#else
+
+TEST(Topology, WithoutHwlocLoadIsUnsupported) {
+    std::unique_ptr<Topology> t;
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, Topology::load("", &t));
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* Helpers for the topo tests: fixture paths and fake sysfs trees. */
+#ifndef UCXP2P_TEST_TOPO_UTIL_H
+#define UCXP2P_TEST_TOPO_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace topo_test {
+
+inline std::string srcdir() {
+    const char *env = std::getenv("P2P_TOP_SRCDIR");
+    return env != nullptr ? env : P2P_TOP_SRCDIR;
+}
+
+inline std::string builddir() {
+    const char *env = std::getenv("P2P_TOP_BUILDDIR");
+    return env != nullptr ? env : P2P_TOP_BUILDDIR;
+}
+
+inline std::string fixture(const std::string &name) {
+    return srcdir() + "/test/topo/fixtures/" + name;
+}
+
+/** Real machine XML from ../shared (CI clones it beside the repo). */
+inline std::string shared_xml(const std::string &name) {
+    return srcdir() + "/../shared/data/topology/" + name;
+}
+
+inline bool exists(const std::string &path) {
+    return std::filesystem::exists(path);
+}
+
+#define SKIP_UNLESS_SHARED(path)                                               \
+    do {                                                                       \
+        if (!topo_test::exists(path)) {                                        \
+            GTEST_SKIP() << "shared topology " << (path)                       \
+                         << " absent (clone shared/ beside the repo)";         \
+        }                                                                      \
+    } while (0)
+
+/** A temporary directory removed with everything in it. */
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = std::filesystem::temp_directory_path().string() +
+                           "/p2p-topo-XXXXXX";
+        char *p = mkdtemp(&tmpl[0]);
+        if (p != nullptr) {
+            path_ = p;
+        }
+    }
+    ~TempDir() {
+        std::error_code ec;
+        if (!path_.empty()) {
+            std::filesystem::remove_all(path_, ec);
+        }
+    }
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    const std::string &path() const { return path_; }
+
+    /** Write content (a newline is added) to a file below the directory. */
+    void write(const std::string &rel, const std::string &content) const {
+        std::filesystem::path p = std::filesystem::path(path_) / rel;
+        std::filesystem::create_directories(p.parent_path());
+        std::ofstream(p) << content << "\n";
+    }
+    void mkdir(const std::string &rel) const {
+        std::filesystem::create_directories(std::filesystem::path(path_) / rel);
+    }
+
+private:
+    std::string path_;
+};
+
+/** One GID slot of DEV port PORT in a fake sysfs tree. type "" leaves the
+ *  type file out (as the kernel does for an unused slot). */
+inline void add_gid(const TempDir &d, const std::string &dev, int port, int index,
+                    const std::string &gid, const std::string &type,
+                    const std::string &ndev) {
+    std::string base = dev + "/ports/" + std::to_string(port) + "/";
+    std::string k = std::to_string(index);
+    d.write(base + "gids/" + k, gid);
+    if (!type.empty()) {
+        d.write(base + "gid_attrs/types/" + k, type);
+    }
+    if (!ndev.empty()) {
+        d.write(base + "gid_attrs/ndevs/" + k, ndev);
+    }
+}
+
+inline void add_port(const TempDir &d, const std::string &dev, int port,
+                     const std::string &link_layer, const std::string &state) {
+    std::string base = dev + "/ports/" + std::to_string(port) + "/";
+    d.write(base + "link_layer", link_layer);
+    d.write(base + "state", state);
+}
+
+constexpr const char *kZeroGid = "0000:0000:0000:0000:0000:0000:0000:0000";
+
+} // namespace topo_test
+
+#endif

@@ -1,0 +1,240 @@
+/*
+ * In-process tests: bootstrap selection, the single bootstrap, malformed
+ * environment values, a one-rank TCP job, and the wire format.
+ */
+#include "wireup/bootstrap.h"
+#include "wireup/tcp_proto.h"
+#include "wireup_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+using namespace ucxp2p;
+
+namespace {
+
+void set(const char *k, const std::string &v) { ::setenv(k, v.c_str(), 1); }
+
+class BootstrapEnv : public ::testing::Test {
+protected:
+    wtest::EnvGuard guard_;
+};
+
+TEST_F(BootstrapEnv, AutoWithoutVariablesIsSingle) {
+    EXPECT_FALSE(tcp_bootstrap_env_present());
+    std::unique_ptr<Bootstrap> b;
+    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    ASSERT_NE(nullptr, b);
+    EXPECT_STREQ("single", b->name());
+    EXPECT_EQ(0u, b->rank());
+    EXPECT_EQ(1u, b->size());
+    EXPECT_EQ(0u, b->local_rank());
+    EXPECT_EQ(1u, b->local_size());
+    std::vector<std::vector<uint8_t>> all;
+    std::vector<uint8_t> mine = {1, 2, 3};
+    ASSERT_EQ(P2P_OK, b->allgather(mine, &all));
+    ASSERT_EQ(1u, all.size());
+    EXPECT_EQ(mine, all[0]);
+    EXPECT_EQ(P2P_OK, b->barrier());
+    b->abort("nothing to tell");
+    EXPECT_EQ(P2P_OK, b->barrier());
+}
+
+TEST_F(BootstrapEnv, RankWithoutWorldSizeIsNotTcp) {
+    set("RANK", "0");
+    EXPECT_FALSE(tcp_bootstrap_env_present());
+    std::unique_ptr<Bootstrap> b;
+    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    EXPECT_STREQ("single", b->name());
+    // Asked for explicitly, TCP names the missing variable.
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+}
+
+TEST_F(BootstrapEnv, AutoWithVariablesIsTcp) {
+    uint16_t port = wtest::free_port_block(1);
+    ASSERT_NE(0, port);
+    set("RANK", "0");
+    set("WORLD_SIZE", "1");
+    set("MASTER_PORT", std::to_string(port));
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "5000");
+    EXPECT_TRUE(tcp_bootstrap_env_present());
+    std::unique_ptr<Bootstrap> b;
+    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    EXPECT_STREQ("tcp", b->name());
+    EXPECT_EQ(0u, b->rank());
+    EXPECT_EQ(1u, b->size());
+    EXPECT_EQ(0u, b->local_rank());
+    EXPECT_EQ(1u, b->local_size());
+    std::vector<std::vector<uint8_t>> all;
+    ASSERT_EQ(P2P_OK, b->allgather({9, 8}, &all));
+    ASSERT_EQ(1u, all.size());
+    EXPECT_EQ((std::vector<uint8_t>{9, 8}), all[0]);
+    EXPECT_EQ(P2P_OK, b->barrier());
+}
+
+TEST_F(BootstrapEnv, P2PVariablesWinOverTorchrunOnes) {
+    uint16_t port = wtest::free_port_block(1);
+    set("RANK", "junk");
+    set("WORLD_SIZE", "junk");
+    set("MASTER_PORT", "junk");
+    set("P2P_RANK", "0");
+    set("P2P_WORLD_SIZE", "1");
+    set("P2P_MASTER_PORT", std::to_string(port));
+    set("LOCAL_RANK", "junk");
+    set("P2P_LOCAL_RANK", "0");
+    std::unique_ptr<Bootstrap> b;
+    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+    EXPECT_EQ(1u, b->size());
+    // ... and a malformed P2P_ value is not rescued by a good fallback.
+    set("RANK", "0");
+    set("P2P_RANK", "zero");
+    b.reset();
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+}
+
+TEST_F(BootstrapEnv, SelectionErrors) {
+    std::unique_ptr<Bootstrap> b;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, nullptr));
+    // What a C caller passing 42 hands over (no out-of-range enum cast).
+    for (int bad : {42, -1, 4}) {
+        p2p_bootstrap_type_t t;
+        std::memcpy(&t, &bad, sizeof(t));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(t, &b)) << bad;
+    }
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_PMIX, &b));
+    set("P2P_BOOTSTRAP", "bogus");
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    EXPECT_EQ(nullptr, b);
+    set("P2P_BOOTSTRAP", "pmix");
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    // An explicit type ignores P2P_BOOTSTRAP; P2P_BOOTSTRAP=single wins
+    // over the TCP variables.
+    set("P2P_BOOTSTRAP", "bogus");
+    EXPECT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_SINGLE, &b));
+    set("P2P_BOOTSTRAP", "SINGLE");
+    set("RANK", "3");
+    set("WORLD_SIZE", "8");
+    b.reset();
+    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    EXPECT_STREQ("single", b->name());
+}
+
+struct BadEnv {
+    const char *var;
+    const char *value;
+};
+
+TEST_F(BootstrapEnv, MalformedValuesAreInvalidParam) {
+    const BadEnv cases[] = {
+        {"RANK", "abc"},        {"RANK", "2"},          {"RANK", "-1"},
+        {"RANK", "1x"},         {"WORLD_SIZE", "0"},    {"WORLD_SIZE", "-2"},
+        {"WORLD_SIZE", "two"},  {"MASTER_PORT", "70000"}, {"MASTER_PORT", "0"},
+        {"MASTER_PORT", "http"}, {"P2P_MASTER_PORT", "1.5"},
+        {"P2P_PORT_RANGE", "x"}, {"P2P_PORT_RANGE", "9000-8000"},
+        {"P2P_PORT_RANGE", "0-10"}, {"P2P_PORT_RANGE", "10-70000"},
+        {"P2P_PORT_RANGE", "100"}, {"P2P_BOOTSTRAP_TIMEOUT_MS", "soon"},
+        {"P2P_BOOTSTRAP_TIMEOUT_MS", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "-5"},
+        {"LOCAL_WORLD_SIZE", "0"}, {"LOCAL_WORLD_SIZE", "3"},
+        {"LOCAL_RANK", "2"},    {"P2P_IF_IP", "999.1.1.1"},
+        {"P2P_IFNAME", "nosuchif0"}};
+    uint16_t port = wtest::free_port_block(1);
+    for (const BadEnv &c : cases) {
+        wtest::EnvGuard inner;
+        set("RANK", "1");
+        set("WORLD_SIZE", "2");
+        set("LOCAL_WORLD_SIZE", "2");
+        set("MASTER_PORT", std::to_string(port));
+        set("P2P_BOOTSTRAP_TIMEOUT_MS", "300");
+        if (std::string(c.var) == "P2P_IFNAME") {
+            set("RANK", "0");  // only rank 0 listens
+        }
+        set(c.var, c.value);
+        std::unique_ptr<Bootstrap> b;
+        uint64_t t0 = wtest::now_ms();
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b))
+            << c.var << "=" << c.value;
+        EXPECT_EQ(nullptr, b) << c.var;
+        EXPECT_LT(wtest::now_ms() - t0, 200u) << c.var << ": not rejected upfront";
+    }
+}
+
+TEST_F(BootstrapEnv, AbsentRankZeroTimesOut) {
+    uint16_t port = wtest::free_port_block(1);
+    set("RANK", "1");
+    set("WORLD_SIZE", "2");
+    set("MASTER_ADDR", "127.0.0.1");
+    set("MASTER_PORT", std::to_string(port));
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "600");
+    std::unique_ptr<Bootstrap> b;
+    uint64_t t0 = wtest::now_ms();
+    EXPECT_EQ(P2P_ERR_TIMEOUT, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+    uint64_t dt = wtest::now_ms() - t0;
+    EXPECT_GE(dt, 550u);
+    EXPECT_LT(dt, 3000u);
+}
+
+TEST_F(BootstrapEnv, RankZeroCannotBindBusyPort) {
+    // A fixed MASTER_PORT that is taken: fail at once, do not wait.
+    uint16_t port = wtest::free_port_block(1);
+    tcp::Fd holder;
+    in_addr any;
+    any.s_addr = htonl(INADDR_ANY);
+    ASSERT_EQ(0, tcp::tcp_listen(any, port, &holder));
+    set("RANK", "0");
+    set("WORLD_SIZE", "2");
+    set("MASTER_PORT", std::to_string(port));
+    std::unique_ptr<Bootstrap> b;
+    EXPECT_EQ(P2P_ERR_BOOTSTRAP, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+}
+
+TEST(TcpProto, HelloRoundTripAndTruncation) {
+    tcp::Hello h;
+    h.rank = 3;
+    h.size = 8;
+    h.token = "secret";
+    h.host = "node-7";
+    std::vector<uint8_t> p = tcp::hello_encode(h);
+    tcp::Hello d;
+    ASSERT_TRUE(tcp::hello_decode(p.data(), p.size(), &d));
+    EXPECT_EQ(3u, d.rank);
+    EXPECT_EQ(8u, d.size);
+    EXPECT_EQ("secret", d.token);
+    EXPECT_EQ("node-7", d.host);
+    for (size_t n = 0; n < p.size(); ++n) {
+        EXPECT_FALSE(tcp::hello_decode(p.data(), n, &d)) << n;
+    }
+    p.push_back(0);
+    EXPECT_FALSE(tcp::hello_decode(p.data(), p.size(), &d)) << "trailing byte";
+}
+
+TEST(TcpProto, AllRoundTrip) {
+    std::vector<std::vector<uint8_t>> blobs = {{}, {1}, {2, 3, 4}};
+    std::vector<uint8_t> p = tcp::all_encode(77, blobs);
+    uint64_t seq = 0;
+    std::vector<std::vector<uint8_t>> out;
+    ASSERT_TRUE(tcp::all_decode(p.data(), p.size(), 3, &seq, &out));
+    EXPECT_EQ(77u, seq);
+    EXPECT_EQ(blobs, out);
+    EXPECT_FALSE(tcp::all_decode(p.data(), p.size(), 4, &seq, &out));
+    EXPECT_FALSE(tcp::all_decode(p.data(), p.size(), 2, &seq, &out));
+    EXPECT_FALSE(tcp::all_decode(p.data(), p.size() - 1, 3, &seq, &out));
+}
+
+TEST(TcpProto, HeaderAndTokens) {
+    uint8_t raw[tcp::kHeaderSize];
+    tcp::header_encode(tcp::Msg::DATA, 0x123456789aull, raw);
+    tcp::Header h = tcp::header_decode(raw);
+    EXPECT_EQ(tcp::kMagic, h.magic);
+    EXPECT_EQ(tcp::kVersion, h.version);
+    EXPECT_EQ(static_cast<uint16_t>(tcp::Msg::DATA), h.type);
+    EXPECT_EQ(0x123456789aull, h.len);
+    EXPECT_TRUE(tcp::tokens_equal("abc", "abc"));
+    EXPECT_FALSE(tcp::tokens_equal("abc", "abd"));
+    EXPECT_FALSE(tcp::tokens_equal("abc", "abcd"));
+    EXPECT_FALSE(tcp::tokens_equal("", "a"));
+}
+
+} // namespace

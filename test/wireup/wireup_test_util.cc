@@ -1,0 +1,145 @@
+#include "wireup_test_util.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+namespace wtest {
+
+namespace {
+
+const char *const kVars[] = {
+    "P2P_BOOTSTRAP", "P2P_MASTER_ADDR", "MASTER_ADDR", "P2P_MASTER_PORT",
+    "MASTER_PORT", "P2P_PORT_RANGE", "P2P_IF_IP", "P2P_IFNAME", "P2P_RANK",
+    "RANK", "P2P_WORLD_SIZE", "WORLD_SIZE", "P2P_LOCAL_RANK", "LOCAL_RANK",
+    "P2P_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "P2P_JOB_TOKEN",
+    "TORCHELASTIC_RUN_ID", "P2P_BOOTSTRAP_TIMEOUT_MS", "P2P_BOOTSTRAP_MAX_MSG",
+    "P2P_HOST_ID"};
+
+bool port_free(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    sockaddr_in sa;
+    std::memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) == 0;
+    ::close(fd);
+    return ok;
+}
+
+} // namespace
+
+EnvGuard::EnvGuard() {
+    for (const char *v : kVars) {
+        const char *cur = std::getenv(v);
+        saved_.push_back({v, {cur != nullptr, cur != nullptr ? cur : ""}});
+        ::unsetenv(v);
+    }
+}
+
+EnvGuard::~EnvGuard() {
+    for (const auto &s : saved_) {
+        if (s.second.first) {
+            ::setenv(s.first.c_str(), s.second.second.c_str(), 1);
+        } else {
+            ::unsetenv(s.first.c_str());
+        }
+    }
+}
+
+uint16_t free_port_block(int n) {
+    // Below the usual ephemeral range (32768+) so the kernel does not hand
+    // these ports to outgoing connections meanwhile.
+    static std::mt19937 rng(static_cast<unsigned>(getpid() ^ now_ms()));
+    std::uniform_int_distribution<int> dist(20000, 32000 - n);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        int base = dist(rng);
+        bool ok = true;
+        for (int i = 0; i < n && ok; ++i) {
+            ok = port_free(static_cast<uint16_t>(base + i));
+        }
+        if (ok) {
+            return static_cast<uint16_t>(base);
+        }
+    }
+    return 0;
+}
+
+uint64_t now_ms() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
+
+int spawn(const Env &env, const std::function<int()> &body) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    if (pid != 0) {
+        return pid;  // parent (or -1)
+    }
+    for (const auto &e : env) {
+        ::setenv(e.first.c_str(), e.second.c_str(), 1);
+    }
+    int rc = kThrew;
+    try {
+        rc = body();
+    } catch (...) {
+        rc = kThrew;
+    }
+    std::fflush(stderr);
+    ::_exit(rc);
+}
+
+std::vector<int> wait_all(const std::vector<int> &pids, uint64_t deadline_ms) {
+    std::vector<int> codes(pids.size(), -1);
+    size_t left = pids.size();
+    uint64_t end = now_ms() + deadline_ms;
+    while (left > 0 && now_ms() < end) {
+        for (size_t i = 0; i < pids.size(); ++i) {
+            if (codes[i] != -1 || pids[i] <= 0) {
+                if (pids[i] <= 0 && codes[i] == -1) {
+                    codes[i] = kKilled;
+                    --left;
+                }
+                continue;
+            }
+            int status = 0;
+            pid_t r = ::waitpid(pids[i], &status, WNOHANG);
+            if (r == pids[i]) {
+                codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : kSignaled;
+                --left;
+            }
+        }
+        if (left > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+        if (codes[i] == -1) {
+            std::fprintf(stderr, "wait_all: killing pid %d at the deadline\n",
+                         pids[i]);
+            ::kill(pids[i], SIGKILL);
+            int status = 0;
+            ::waitpid(pids[i], &status, 0);
+            codes[i] = kKilled;
+        }
+    }
+    return codes;
+}
+
+} // namespace wtest

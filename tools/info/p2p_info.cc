@@ -1,0 +1,208 @@
+/*
+ * p2p_info: what ucxp2p was built with, what UCX and the machine offer, and
+ * which NICs each local rank will use and why. Uses only the public API.
+ *
+ *   p2p_info                          this machine
+ *   p2p_info --topology p4d.xml --local-size 8
+ *                                     preview the plan of another machine
+ */
+#include <ucxp2p/p2p.h>
+#include <ucxp2p/p2p_topo.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+const char kUsage[] =
+    "usage: p2p_info [options]\n"
+    "Show the ucxp2p build, UCX transports, the machine topology, the rail\n"
+    "plan of every local rank, RoCE GID choice and the P2P_* settings.\n"
+    "\n"
+    "  --topology FILE.xml  plan for the machine described by an hwloc XML\n"
+    "                       file (lstopo --of xml) instead of this one\n"
+    "  --local-size N       number of ranks per host (default: LOCAL_WORLD_SIZE,\n"
+    "                       else the number of GPUs, else 1)\n"
+    "  --local-rank R       show only local rank R\n"
+    "  --sysfs DIR          read RoCE GIDs from DIR instead of\n"
+    "                       /sys/class/infiniband (none with --topology)\n"
+    "  --no-ucx             do not start UCX to list its transports\n"
+    "  --no-config          do not print the P2P_* configuration\n"
+    "  -h, --help           this text\n"
+    "Exit status: 0 ok, 1 runtime failure, 2 bad arguments.\n";
+
+struct Options {
+    std::string topology;
+    long local_size = -1;
+    long local_rank = -1;
+    std::string sysfs;
+    bool sysfs_set = false;
+    bool ucx = true;
+    bool config = true;
+};
+
+bool parse_num(const char *s, long max, long *out) {
+    if (s == nullptr || *s == '\0' || *s == '-' || *s == '+') {
+        return false;
+    }
+    errno = 0;
+    char *end = nullptr;
+    long v = std::strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > max) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int usage_error(const char *fmt, const char *arg) {
+    std::fprintf(stderr, "p2p_info: ");
+    std::fprintf(stderr, fmt, arg);
+    std::fprintf(stderr, "\nTry 'p2p_info --help'.\n");
+    return 2;
+}
+
+/** 0 ok, 2 bad arguments, -1 help printed. */
+int parse(int argc, char **argv, Options *o) {
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const char **v) {
+            if (i + 1 >= argc) {
+                return false;
+            }
+            *v = argv[++i];
+            return true;
+        };
+        const char *v = nullptr;
+        if (a == "-h" || a == "--help") {
+            std::fputs(kUsage, stdout);
+            return -1;
+        } else if (a == "--topology") {
+            if (!value(&v) || *v == '\0') {
+                return usage_error("%s needs a file name", a.c_str());
+            }
+            o->topology = v;
+        } else if (a == "--local-size") {
+            if (!value(&v) || !parse_num(v, 4096, &o->local_size) ||
+                o->local_size == 0) {
+                return usage_error("--local-size needs a number in [1, 4096], got '%s'",
+                                   v != nullptr ? v : "");
+            }
+        } else if (a == "--local-rank") {
+            if (!value(&v) || !parse_num(v, 4095, &o->local_rank)) {
+                return usage_error("--local-rank needs a number in [0, 4095], got '%s'",
+                                   v != nullptr ? v : "");
+            }
+        } else if (a == "--sysfs") {
+            if (!value(&v)) {
+                return usage_error("%s needs a directory", a.c_str());
+            }
+            o->sysfs = v;
+            o->sysfs_set = true;
+        } else if (a == "--no-ucx") {
+            o->ucx = false;
+        } else if (a == "--no-config") {
+            o->config = false;
+        } else {
+            return usage_error("unknown argument '%s'", a.c_str());
+        }
+    }
+    return 0;
+}
+
+long env_local_size() {
+    for (const char *name : {"P2P_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+        long v;
+        if (parse_num(std::getenv(name), 4096, &v) && v > 0) {
+            return v;
+        }
+    }
+    return -1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options o;
+    int rc = parse(argc, argv, &o);
+    if (rc != 0) {
+        return rc < 0 ? 0 : rc;
+    }
+    std::printf("== build\n");
+    p2p_build_print(stdout);
+
+    std::printf("\n== ucx\n");
+    if (o.ucx) {
+        std::fflush(stdout);
+        p2p_status_t st = p2p_ucx_print(stdout);
+        if (st != P2P_OK) {
+            std::printf("ucx could not start: %s\n", p2p_status_string(st));
+        }
+    } else {
+        std::printf("(skipped: --no-ucx)\n");
+    }
+
+    std::printf("\n== topology\n");
+    p2p_topo_h topo = nullptr;
+    p2p_status_t st = p2p_topo_load(o.topology.empty() ? nullptr : o.topology.c_str(),
+                                    &topo);
+    int exit_code = 0;
+    if (st != P2P_OK) {
+        std::printf("cannot load %s: %s\n",
+                    o.topology.empty() ? "the live topology" : o.topology.c_str(),
+                    p2p_status_string(st));
+        if (!o.topology.empty()) {
+            std::fprintf(stderr, "p2p_info: cannot load topology '%s': %s\n",
+                         o.topology.c_str(), p2p_status_string(st));
+            return 2;
+        }
+        exit_code = 1;
+    } else {
+        if (o.sysfs_set) {
+            p2p_topo_set_sysfs(topo, o.sysfs.c_str());
+        }
+        p2p_topo_print(topo, stdout);
+        p2p_topo_info_t info{};
+        p2p_topo_query(topo, &info);
+        long size = o.local_size > 0 ? o.local_size
+                    : o.topology.empty() && env_local_size() > 0 ? env_local_size()
+                    : info.num_gpus > 0 ? static_cast<long>(info.num_gpus) : 1;
+        if (o.local_rank >= size) {
+            std::fprintf(stderr, "p2p_info: --local-rank %ld is not below the local "
+                         "size %ld\n", o.local_rank, size);
+            p2p_topo_destroy(topo);
+            return 2;
+        }
+        std::printf("\n== rail plan (%ld local rank%s)\n", size, size == 1 ? "" : "s");
+        for (long r = 0; r < size; ++r) {
+            if (o.local_rank >= 0 && r != o.local_rank) {
+                continue;
+            }
+            st = p2p_topo_plan_print(topo, static_cast<uint32_t>(r),
+                                     static_cast<uint32_t>(size), stdout);
+            if (st != P2P_OK) {
+                std::printf("local rank %ld: no plan: %s (see the log above; check "
+                            "P2P_RAILS / P2P_IB_GID_INDEX)\n", r, p2p_status_string(st));
+                exit_code = 1;
+                break;
+            }
+        }
+        p2p_topo_destroy(topo);
+    }
+
+    std::printf("\n== roce\n");
+    if (!o.topology.empty() && !o.sysfs_set) {
+        std::printf("(skipped: previewing %s; use --sysfs DIR)\n", o.topology.c_str());
+    } else {
+        p2p_roce_print(o.sysfs_set ? o.sysfs.c_str() : nullptr, stdout);
+    }
+
+    if (o.config) {
+        std::printf("\n== configuration\n");
+        p2p_config_print(stdout);
+    }
+    return exit_code;
+}
