@@ -28,8 +28,8 @@ std::string extra_text(const Result &r, char kv, char sep) {
     std::string s;
     char buf[96];
     for (const auto &e : r.extra) {
-        std::snprintf(buf, sizeof(buf), "%s%s%c%.3f", s.empty() ? "" : "",
-                      e.first.c_str(), kv, e.second);
+        std::snprintf(buf, sizeof(buf), "%s%c%.3f", e.first.c_str(), kv,
+                      e.second);
         if (!s.empty()) {
             s += sep;
         }
@@ -179,11 +179,11 @@ void Reporter::finish() {
         Stats s = stats_of(r.samples_us);
         std::printf("%s\n    {\"test\": \"%s\", \"size\": %zu, "
                     "\"iterations\": %llu, \"msgs_per_iter\": %u, "
-                    "\"time_s\": %.9f,\n     \"latency_us\": {\"avg\": %.4f, "
-                    "\"min\": %.4f, \"p50\": %.4f, \"p90\": %.4f, "
-                    "\"p99\": %.4f, \"max\": %.4f},\n"
-                    "     \"bw_MBps\": %.4f, \"bw_MiBps\": %.4f, "
-                    "\"msg_rate\": %.4f,\n     \"bytes_expected\": %llu, "
+                    "\"time_s\": %.10g,\n     \"latency_us\": {\"avg\": %.10g, "
+                    "\"min\": %.10g, \"p50\": %.10g, \"p90\": %.10g, "
+                    "\"p99\": %.10g, \"max\": %.10g},\n"
+                    "     \"bw_MBps\": %.10g, \"bw_MiBps\": %.10g, "
+                    "\"msg_rate\": %.10g,\n     \"bytes_expected\": %llu, "
                     "\"bytes_sent\": %llu, \"bytes_received\": %llu, "
                     "\"errors\": %llu",
                     i ? "," : "", json_escape(r.test).c_str(), r.size,
@@ -196,7 +196,7 @@ void Reporter::finish() {
                     (unsigned long long)r.errors);
         std::printf(",\n     \"extra\": {");
         for (size_t k = 0; k < r.extra.size(); ++k) {
-            std::printf("%s\"%s\": %.4f", k ? ", " : "",
+            std::printf("%s\"%s\": %.10g", k ? ", " : "",
                         json_escape(r.extra[k].first).c_str(),
                         r.extra[k].second);
         }
