@@ -31,6 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # keep the source tree clean
 import bench_report  # noqa: E402  (plot + summary, same folder)
 
 TRANSPORTS = {
@@ -320,6 +321,14 @@ def extra_of(row, key):
     return None
 
 
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
 def progress(msg):
     print("run_baseline: " + msg, file=sys.stderr, flush=True)
 
@@ -389,6 +398,7 @@ def main():
     a.out = a.out or "/tmp/ucxp2p-bench-" + stamp
     os.makedirs(a.out, exist_ok=True)
 
+    load_start = loadavg()
     r = Runner(a)
     r.prepare()
     started = datetime.datetime.now()
@@ -399,8 +409,7 @@ def main():
                                         os.cpu_count() or 0),
         "command": " ".join([os.path.relpath(sys.argv[0], top)] +
                             sys.argv[1:]),
-        "load": open("/proc/loadavg").read().split()[0]
-        if os.path.exists("/proc/loadavg") else "?",
+        "load": "%s at start, %s at end" % (load_start, loadavg()),
         "window": a.window, "reps": a.reps, "pin": a.pin,
         "pool": a.pool,
     }
