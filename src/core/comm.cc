@@ -287,6 +287,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
             }
         }
         cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
+        ctx_->progress().ops_posted(count);
         for (size_t i = 0; i < count; ++i) {
             post_one(is_send, items[i], eps[i]);
         }
@@ -360,6 +361,7 @@ void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
     op->entry.status = ps;
     op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
     op->mem->release();
+    ctx_->progress().op_completed();
     cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
     delete op;
 }

@@ -18,12 +18,18 @@ const ConfigVar kTable[] = {
      "whenever idle)."},
     {"P2P_SPIN_US", "50",
      "Adaptive mode: microseconds to keep polling after the last activity."},
+    {"P2P_SPIN_BUSY_US", "2000",
+     "Adaptive mode: microseconds to keep polling after the last activity "
+     "while operations are in flight (a message is probably on its way; "
+     "sleeping would add wake-up latency to every fragment). Yields the CPU "
+     "between polls."},
     {"P2P_PEER_TIMEOUT_MS", "3000",
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
     {"P2P_BOOTSTRAP", "auto",
-     "Bootstrap: auto, tcp, single (pmix in a later release). auto picks tcp "
-     "when RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
+     "Bootstrap: auto, pmix, tcp, single. auto picks pmix when a PMIx "
+     "launcher (srun --mpi=pmix, mpirun) started the process, else tcp when "
+     "RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
     {"P2P_MASTER_ADDR", "",
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},

@@ -93,6 +93,10 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         }
         s.spin_us = static_cast<uint32_t>(v);
     }
+    if ((st = config_get_u64("P2P_SPIN_BUSY_US", kMaxSpinUs, &v)) != P2P_OK) {
+        return st;
+    }
+    s.spin_busy_us = static_cast<uint32_t>(v);
     if (mask & P2P_CONFIG_FIELD_PEER_TIMEOUT_MS) {
         v = config->peer_timeout_ms;
     } else if ((st = config_get_u64("P2P_PEER_TIMEOUT_MS", kMaxPeerTimeoutMs,
@@ -184,6 +188,7 @@ p2p_status_t Context::create(const ContextSettings &settings,
     Progress::Options po;
     po.mode = settings.progress_mode;
     po.spin_us = settings.spin_us;
+    po.spin_busy_us = std::max(settings.spin_us, settings.spin_busy_us);
     // Wake at least a few times per peer timeout so keepalive runs.
     po.tick_ms = std::min<uint32_t>(100, std::max<uint32_t>(settings.peer_timeout_ms / 10, 1));
     po.wakeup_supported = wakeup;

@@ -24,6 +24,7 @@ namespace ucxp2p {
 struct ContextSettings {
     p2p_progress_mode_t progress_mode;
     uint32_t spin_us;
+    uint32_t spin_busy_us;
     uint32_t peer_timeout_ms;
     p2p_log_level_t log_level;
 };

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -120,6 +121,7 @@ void Progress::sleep_on_events(int timeout_ms) {
 void Progress::run() {
     int64_t last_active = now_ns();
     const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
+    const int64_t spin_busy_ns = static_cast<int64_t>(opts_.spin_busy_us) * 1000;
     while (!stop_.load(std::memory_order_relaxed)) {
         uint64_t posts = posts_.load();
         unsigned n;
@@ -141,8 +143,14 @@ void Progress::run() {
             nanosleep(&ts, nullptr);
             continue;
         }
-        if (opts_.mode == P2P_PROGRESS_ADAPTIVE && now - last_active < spin_ns) {
-            continue;
+        if (opts_.mode == P2P_PROGRESS_ADAPTIVE) {
+            bool busy = inflight_.load(std::memory_order_relaxed) > 0;
+            if (now - last_active < (busy ? spin_busy_ns : spin_ns)) {
+                if (busy) {
+                    sched_yield();  // be polite to ranks sharing the core
+                }
+                continue;
+            }
         }
         if (!opts_.wakeup_supported) {
             sleep_on_events(1);  // no event fd: poll by 1 ms ticks

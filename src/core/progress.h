@@ -30,6 +30,7 @@ public:
     struct Options {
         p2p_progress_mode_t mode;
         uint32_t spin_us;
+        uint32_t spin_busy_us;  // spin while operations are in flight
         uint32_t tick_ms;
         bool wakeup_supported;  // worker created with UCP_FEATURE_WAKEUP
     };
@@ -49,6 +50,12 @@ public:
 
     /** Called after a post: wake the thread if it sleeps. Cheap otherwise. */
     void wake();
+
+    /** Operations posted and not yet completed, over all communicators of
+     *  the context: while some are in flight the adaptive mode keeps polling
+     *  longer (P2P_SPIN_BUSY_US), since a message is probably on its way. */
+    void ops_posted(size_t n) { inflight_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed); }
+    void op_completed() { inflight_.fetch_sub(1, std::memory_order_relaxed); }
 
     /** One progress step from a user thread if nobody else holds the worker.
      *  Returns true if it ran. */
@@ -73,6 +80,7 @@ private:
     std::atomic<bool> sleeping_{false};
     std::atomic<uint64_t> posts_{0};
     std::atomic<int64_t> last_user_ns_{0};
+    std::atomic<int64_t> inflight_{0};
 };
 
 int64_t now_ns();

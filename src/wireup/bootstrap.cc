@@ -6,6 +6,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "wireup/pmix_bootstrap.h"
 
 #include <cstring>
 #include <exception>
@@ -19,8 +20,14 @@ namespace {
 p2p_status_t resolve_auto(p2p_bootstrap_type_t *type) {
     std::string v = config_get("P2P_BOOTSTRAP");
     if (v.empty() || strcasecmp(v.c_str(), "auto") == 0) {
-        *type = tcp_bootstrap_env_present() ? P2P_BOOTSTRAP_TCP
-                                            : P2P_BOOTSTRAP_SINGLE;
+        // A PMIx launcher (srun --mpi=pmix, mpirun) first, then the
+        // torchrun-style environment, else a single process.
+        if (pmix_bootstrap_launched()) {
+            *type = P2P_BOOTSTRAP_PMIX;
+        } else {
+            *type = tcp_bootstrap_env_present() ? P2P_BOOTSTRAP_TCP
+                                                : P2P_BOOTSTRAP_SINGLE;
+        }
     } else if (strcasecmp(v.c_str(), "tcp") == 0) {
         *type = P2P_BOOTSTRAP_TCP;
     } else if (strcasecmp(v.c_str(), "single") == 0) {
@@ -62,9 +69,9 @@ p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
         return P2P_OK;
     case P2P_BOOTSTRAP_PMIX:
     default:
-        // The PMIx bootstrap (pmix_bootstrap.cc) plugs in here when built.
-        P2P_LOG(P2P_LOG_ERROR, "bootstrap: pmix is not available in this build");
-        return P2P_ERR_UNSUPPORTED;
+        // P2P_ERR_UNSUPPORTED (logged) outside a PMIx launcher or in a
+        // build without PMIx.
+        return pmix_bootstrap_create(out);
     }
 }
 

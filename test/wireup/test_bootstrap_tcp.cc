@@ -152,6 +152,24 @@ TEST_F(BootstrapTcp, LocalRankFromHostIdsAndEnv) {
     }
 }
 
+TEST_F(BootstrapTcp, RankZeroListensOnIfnameOrIfIp) {
+    const wtest::Env variants[] = {{{"P2P_IFNAME", "lo"}},
+                                   {{"P2P_IF_IP", "127.0.0.1"},
+                                    {"P2P_IFNAME", "nosuchif0"}}};
+    for (const wtest::Env &extra : variants) {
+        uint16_t port = wtest::free_port_block(1);
+        std::vector<int> pids;
+        for (uint32_t r = 0; r < 2; ++r) {
+            wtest::Env e = job_env(r, 2, port, "10000", token_);
+            e.insert(e.end(), extra.begin(), extra.end());
+            pids.push_back(wtest::spawn(e, [] { return full_job(2); }));
+        }
+        std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+        EXPECT_EQ(0, codes[0]) << extra[0].first;
+        EXPECT_EQ(0, codes[1]) << extra[0].first;
+    }
+}
+
 TEST_F(BootstrapTcp, PortRangeScanSkipsBusyAndSilentPorts) {
     const uint32_t n = 3;
     uint16_t base = wtest::free_port_block(4);

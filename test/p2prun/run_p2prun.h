@@ -1,0 +1,75 @@
+// Test helper: runs the built p2prun binary in a child process with stdout and
+// stderr captured to files, with a bounded wait.
+#ifndef P2PRUN_TEST_RUN_P2PRUN_H
+#define P2PRUN_TEST_RUN_P2PRUN_H
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace p2prun_test {
+
+// Path of the p2prun binary under test ($P2P_TOP_BUILDDIR/tools/p2prun/p2prun).
+std::string p2prun_path();
+
+// A fresh temporary directory, removed with its contents on destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir &) = delete;
+    TempDir &operator=(const TempDir &) = delete;
+    const std::string &path() const { return path_; }
+    std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+    std::string path_;
+};
+
+struct Result {
+    int code = -1;           // exit status, or 128+signal
+    bool timed_out = false;  // p2prun itself had to be killed by the test
+    std::string out;
+    std::string err;
+    double seconds = 0;      // wall time from start to exit
+};
+
+// One p2prun process. The destructor kills it (SIGKILL) if still running.
+class P2prun {
+public:
+    // args: p2prun's arguments (without argv[0]); env: extra NAME=VALUE set
+    // (or NAME= with empty value) in p2prun's environment; unset: names removed.
+    P2prun(const TempDir &dir, const std::vector<std::string> &args,
+           const std::vector<std::string> &env = {},
+           const std::vector<std::string> &unset = {});
+    ~P2prun();
+    P2prun(const P2prun &) = delete;
+    P2prun &operator=(const P2prun &) = delete;
+
+    pid_t pid() const { return pid_; }
+    // Waits at most deadline_s seconds for p2prun to exit.
+    Result wait(double deadline_s = 20);
+
+private:
+    pid_t pid_ = -1;
+    std::string out_path_, err_path_;
+    double start_ = 0;
+};
+
+// Runs p2prun to completion (bounded).
+Result run(const TempDir &dir, const std::vector<std::string> &args,
+           const std::vector<std::string> &env = {}, double deadline_s = 20);
+
+double now_s();
+std::string read_file(const std::string &path);
+bool file_exists(const std::string &path);
+// Waits (bounded) until all the files exist; false on deadline.
+bool wait_for_files(const std::vector<std::string> &paths, double deadline_s);
+// True when the process is gone or a zombie (not running).
+bool process_gone(pid_t pid);
+std::vector<std::string> split_lines(const std::string &text);
+
+} // namespace p2prun_test
+
+#endif

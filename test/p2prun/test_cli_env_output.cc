@@ -1,0 +1,247 @@
+// p2prun, driven as a binary: environment of the ranks, output relay, usage.
+#include "run_p2prun.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+using namespace p2prun_test;
+
+namespace {
+
+bool all_digits(const std::string &s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Splits "[r] rest" into r and rest; false when the line has no prefix.
+// (std::regex is avoided: GCC 12 warns inside it under the sanitizers.)
+bool parse_prefixed(const std::string &line, int *rank, std::string *rest) {
+    size_t close = line.find("] ");
+    if (line.empty() || line[0] != '[' || close == std::string::npos || close < 2 ||
+        !all_digits(line.substr(1, close - 1))) {
+        return false;
+    }
+    *rank = std::stoi(line.substr(1, close - 1));
+    *rest = line.substr(close + 2);
+    return true;
+}
+
+bool is_hex_token(const std::string &s) {
+    return s.size() == 32 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+const char kPrintEnv[] =
+    "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+    "$P2P_JOB_TOKEN $P2P_BOOTSTRAP ${P2P_RANK-unset} ${P2P_MASTER_PORT-unset}\"";
+
+struct RankEnv {
+    std::string rank, world, local_rank, local_world, addr, port, token, bootstrap,
+        p2p_rank, p2p_port;
+};
+
+std::map<int, RankEnv> env_by_rank(const std::string &out) {
+    std::map<int, RankEnv> m;
+    for (const auto &line : split_lines(out)) {
+        int r = -1;
+        std::string rest;
+        if (!parse_prefixed(line, &r, &rest)) {
+            ADD_FAILURE() << "line without prefix: " << line;
+            continue;
+        }
+        std::istringstream in(rest);
+        RankEnv e;
+        in >> e.rank >> e.world >> e.local_rank >> e.local_world >> e.addr >> e.port >>
+            e.token >> e.bootstrap >> e.p2p_rank >> e.p2p_port;
+        m[r] = e;
+    }
+    return m;
+}
+
+} // namespace
+
+TEST(P2prunEnv, EachRankGetsBootstrapVariables) {
+    TempDir dir;
+    // Inherited overrides must not reach the ranks (the library prefers them).
+    Result r = run(dir, {"-n", "4", "sh", "-c", kPrintEnv},
+                   {"P2P_RANK=99", "P2P_MASTER_PORT=1", "RANK=77"});
+    ASSERT_FALSE(r.timed_out);
+    ASSERT_EQ(0, r.code) << r.err;
+    auto m = env_by_rank(r.out);
+    ASSERT_EQ(4u, m.size()) << r.out;
+    std::set<std::string> tokens;
+    for (const auto &kv : m) {
+        const RankEnv &e = kv.second;
+        EXPECT_EQ(std::to_string(kv.first), e.rank);
+        EXPECT_EQ("4", e.world);
+        EXPECT_EQ(e.rank, e.local_rank);
+        EXPECT_EQ("4", e.local_world);
+        EXPECT_EQ("127.0.0.1", e.addr);
+        EXPECT_EQ(m[0].port, e.port);
+        int port = std::stoi(e.port);
+        EXPECT_GT(port, 0);
+        EXPECT_LT(port, 65536);
+        EXPECT_TRUE(is_hex_token(e.token)) << e.token;
+        EXPECT_EQ("tcp", e.bootstrap);
+        EXPECT_EQ("unset", e.p2p_rank);
+        EXPECT_EQ("unset", e.p2p_port);
+        tokens.insert(e.token);
+    }
+    EXPECT_EQ(1u, tokens.size()) << "token differs between ranks";
+
+    Result r2 = run(dir, {"-n", "1", "sh", "-c", kPrintEnv});
+    ASSERT_EQ(0, r2.code) << r2.err;
+    auto m2 = env_by_rank(r2.out);
+    ASSERT_EQ(1u, m2.size());
+    EXPECT_NE(*tokens.begin(), m2[0].token) << "token reused across runs";
+}
+
+TEST(P2prunEnv, MasterPortOption) {
+    TempDir dir;
+    Result r = run(dir, {"-n", "2", "--master-port", "4321", "sh", "-c", kPrintEnv});
+    ASSERT_EQ(0, r.code) << r.err;
+    auto m = env_by_rank(r.out);
+    ASSERT_EQ(2u, m.size());
+    EXPECT_EQ("4321", m[0].port);
+    EXPECT_EQ("4321", m[1].port);
+}
+
+TEST(P2prunEnv, DashXAddsAndOverridesVariables) {
+    TempDir dir;
+    Result r = run(dir,
+                   {"-n", "2", "-x", "FOO=bar baz", "-x", "EMPTY=", "-x", "P2P_BOOTSTRAP=single",
+                    "-x", "FROM_PARENT", "-x", "EQ=a=b", "--", "sh", "-c",
+                    "echo \"$FOO|${EMPTY-unset}|$P2P_BOOTSTRAP|$FROM_PARENT|$EQ\""},
+                   {"FROM_PARENT=inherited"});
+    ASSERT_EQ(0, r.code) << r.err;
+    auto lines = split_lines(r.out);
+    ASSERT_EQ(2u, lines.size()) << r.out;
+    for (const auto &line : lines) {
+        int rank;
+        std::string rest;
+        ASSERT_TRUE(parse_prefixed(line, &rank, &rest)) << line;
+        EXPECT_EQ("bar baz||single|inherited|a=b", rest);
+    }
+}
+
+TEST(P2prunOutput, PrefixesStdoutAndStderrSeparatelyAndFlushesPartialLine) {
+    TempDir dir;
+    Result r = run(dir, {"-n", "1", "sh", "-c",
+                         "printf 'one\\ntw'; printf 'o\\npartial'; printf 'e1\\ne2' >&2"});
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ("[0] one\n[0] two\n[0] partial\n", r.out);
+    EXPECT_EQ("[0] e1\n[0] e2\n", r.err);
+}
+
+TEST(P2prunOutput, ManyRanksNeverTearLines) {
+    TempDir dir;
+    const int kRanks = 6, kLines = 150;
+    // Each line is written in three pieces (three write() calls): a relay
+    // that does not buffer whole lines would interleave the pieces.
+    std::string script =
+        "i=0; while [ $i -lt " + std::to_string(kLines) +
+        " ]; do printf 'rank %s ' $RANK; printf 'line %s ' $i; "
+        "printf 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\\n'; i=$((i+1)); done";
+    Result r = run(dir, {"-n", std::to_string(kRanks), "sh", "-c", script});
+    ASSERT_EQ(0, r.code) << r.err;
+    std::map<int, int> next_line;
+    for (const auto &line : split_lines(r.out)) {
+        int rank;
+        std::string rest;
+        ASSERT_TRUE(parse_prefixed(line, &rank, &rest)) << line;
+        // Expected body: "rank R line I " followed by exactly 50 'x'.
+        std::istringstream in(rest);
+        std::string w_rank, r_s, w_line, i_s, xs, extra;
+        in >> w_rank >> r_s >> w_line >> i_s >> xs;
+        bool ok = w_rank == "rank" && all_digits(r_s) && w_line == "line" && all_digits(i_s) &&
+                  xs == std::string(50, 'x') && !(in >> extra) &&
+                  rest == "rank " + r_s + " line " + i_s + " " + xs;
+        ASSERT_TRUE(ok) << "torn line: " << line;
+        ASSERT_EQ(rank, std::stoi(r_s)) << line;
+        ASSERT_EQ(next_line[rank], std::stoi(i_s)) << "out of order: " << line;
+        ++next_line[rank];
+    }
+    ASSERT_EQ(static_cast<size_t>(kRanks), next_line.size());
+    for (const auto &kv : next_line) {
+        EXPECT_EQ(kLines, kv.second) << "rank " << kv.first;
+    }
+}
+
+TEST(P2prunOutput, NoPrefixPassesOutputThrough) {
+    TempDir dir;
+    Result r = run(dir, {"--no-prefix", "-n", "1", "sh", "-c",
+                         "printf 'a\\nb'; printf 'err\\n' >&2"});
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ("a\nb", r.out);
+    EXPECT_EQ("err\n", r.err);
+
+    Result r2 = run(dir, {"--no-prefix", "-n", "3", "sh", "-c", "echo hello"});
+    ASSERT_EQ(0, r2.code) << r2.err;
+    EXPECT_EQ("hello\nhello\nhello\n", r2.out);
+}
+
+TEST(P2prunOutput, ProgramArgumentsAreNotParsedAsOptions) {
+    TempDir dir;
+    Result r = run(dir, {"-n", "1", "sh", "-c", "echo \"$0 $1\"", "-n", "--timeout"});
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ("[0] -n --timeout\n", r.out);
+}
+
+TEST(P2prunUsage, BadCommandLinesExitTwoWithUsage) {
+    TempDir dir;
+    const std::vector<std::vector<std::string>> cases = {
+        {},
+        {"-n"},
+        {"true"},
+        {"-n", "0", "true"},
+        {"-n", "abc", "true"},
+        {"-n", "-3", "true"},
+        {"-n", "1025", "true"},
+        {"-n", "99999999999999999999", "true"},
+        {"-n", "2"},
+        {"-n", "2", "--"},
+        {"--bogus", "-n", "1", "true"},
+        {"-n", "1", "--timeout", "0", "true"},
+        {"-n", "1", "--timeout", "x", "true"},
+        {"-n", "1", "--grace", "-1", "true"},
+        {"-n", "1", "--master-port", "70000", "true"},
+        {"-n", "1", "-x", "=v", "true"},
+        {"-n", "1", "-x", "P2PRUN_SURELY_UNSET_VAR", "true"},
+        {"-n", "1", "--keep-going=yes", "true"},
+    };
+    for (const auto &args : cases) {
+        std::string joined;
+        for (const auto &a : args) {
+            joined += a + " ";
+        }
+        Result r = run(dir, args);
+        ASSERT_FALSE(r.timed_out) << joined;
+        EXPECT_EQ(2, r.code) << joined;
+        EXPECT_EQ(0u, r.err.rfind("p2prun: ", 0)) << joined << ": " << r.err;
+        EXPECT_NE(std::string::npos, r.err.find("usage: p2prun")) << joined;
+        EXPECT_EQ("", r.out) << joined;
+    }
+}
+
+TEST(P2prunUsage, HelpPrintsUsageAndSucceeds) {
+    TempDir dir;
+    for (const char *opt : {"--help", "-h"}) {
+        Result r = run(dir, {opt});
+        EXPECT_EQ(0, r.code) << opt;
+        EXPECT_EQ(0u, r.out.rfind("usage: p2prun", 0)) << r.out;
+        EXPECT_EQ("", r.err);
+    }
+}
+
+TEST(P2prunUsage, ProgramThatCannotRunExits127) {
+    TempDir dir;
+    Result r = run(dir, {"-n", "3", "/nonexistent/p2prun-prog"});
+    EXPECT_EQ(127, r.code);
+    EXPECT_EQ("p2prun: cannot run '/nonexistent/p2prun-prog': No such file or directory\n",
+              r.err);
+    Result r2 = run(dir, {"-n", "2", "p2prun-no-such-program-in-path"});
+    EXPECT_EQ(127, r2.code);
+    EXPECT_NE(std::string::npos, r2.err.find("cannot run 'p2prun-no-such-program-in-path'"))
+        << r2.err;
+}

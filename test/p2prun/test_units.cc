@@ -1,0 +1,172 @@
+// p2prun internals: option parsing, line relay, rank environment.
+#include "job_env.h"
+#include "line_relay.h"
+#include "options.h"
+#include "unique_fd.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace p2prun;
+
+namespace {
+
+ParseResult parse(std::vector<std::string> args, Options *o, std::string *err) {
+    args.insert(args.begin(), "p2prun");
+    std::vector<const char *> argv;
+    for (auto &a : args) {
+        argv.push_back(a.c_str());
+    }
+    return parse_options(static_cast<int>(argv.size()), argv.data(), o, err);
+}
+
+// Collects what a LineRelay writes, in an unlinked temporary file (a pipe
+// would block once a long line fills it).
+struct Sink {
+    UniqueFd w;
+    off_t pos = 0;
+    Sink() {
+        char path[] = "/tmp/p2prun_sink.XXXXXX";
+        w.reset(::mkstemp(path));
+        EXPECT_TRUE(w.valid());
+        ::unlink(path);
+    }
+    std::string take() {
+        std::string s;
+        char buf[4096];
+        ssize_t n;
+        while ((n = ::pread(w.get(), buf, sizeof(buf), pos)) > 0) {
+            s.append(buf, static_cast<size_t>(n));
+            pos += n;
+        }
+        return s;
+    }
+};
+
+} // namespace
+
+TEST(P2prunOptions, ParsesAllOptions) {
+    Options o;
+    std::string err;
+    ASSERT_EQ(ParseResult::kRun,
+              parse({"-n", "4", "-x", "A=1", "-xB=2", "--master-port=999", "--timeout", "1.5",
+                     "--grace=0", "--keep-going", "--no-prefix", "prog", "-n", "7"},
+                    &o, &err))
+        << err;
+    EXPECT_EQ(4, o.nranks);
+    ASSERT_EQ(2u, o.env.size());
+    EXPECT_EQ("A", o.env[0].first);
+    EXPECT_EQ("1", o.env[0].second);
+    EXPECT_EQ("B", o.env[1].first);
+    EXPECT_EQ(999, o.master_port);
+    EXPECT_DOUBLE_EQ(1.5, o.timeout_s);
+    EXPECT_DOUBLE_EQ(0.0, o.grace_s);
+    EXPECT_TRUE(o.keep_going);
+    EXPECT_FALSE(o.prefix);
+    EXPECT_EQ((std::vector<std::string>{"prog", "-n", "7"}), o.argv);
+
+    Options d;
+    ASSERT_EQ(ParseResult::kRun, parse({"--np=2", "--", "--prog"}, &d, &err)) << err;
+    EXPECT_EQ(2, d.nranks);
+    EXPECT_EQ(0, d.master_port);
+    EXPECT_DOUBLE_EQ(3.0, d.grace_s);
+    EXPECT_DOUBLE_EQ(0.0, d.timeout_s);
+    EXPECT_FALSE(d.keep_going);
+    EXPECT_TRUE(d.prefix);
+    EXPECT_EQ(std::vector<std::string>{"--prog"}, d.argv);
+}
+
+TEST(P2prunOptions, RejectsBadInputWithoutTouchingOutput) {
+    for (auto args : std::vector<std::vector<std::string>>{
+             {"-n", "1025", "p"}, {"-n", "4x", "p"}, {"-n", " 4", "p"}, {"--grace", "nan", "-n", "1", "p"},
+             {"--timeout", "inf", "-n", "1", "p"}, {"-x", "1A=b", "-n", "1", "p"},
+             {"-x", "A-B=c", "-n", "1", "p"}, {"--master-port", "0", "-n", "1", "p"},
+             {"-n", "1", "--no-prefix=1", "p"}, {"-n", "1", "-q", "p"}}) {
+        Options o;
+        o.nranks = 42;
+        std::string err;
+        EXPECT_EQ(ParseResult::kError, parse(args, &o, &err)) << args[0] << " " << args[1];
+        EXPECT_FALSE(err.empty());
+        EXPECT_EQ(42, o.nranks) << "options written on error";
+    }
+    Options o;
+    std::string err;
+    EXPECT_EQ(ParseResult::kHelp, parse({"-n", "1", "--help", "p"}, &o, &err));
+}
+
+TEST(P2prunLineRelay, WholeLinesWithPrefixAcrossChunks) {
+    Sink sink;
+    LineRelay relay(sink.w.get(), "[7] ");
+    relay.feed("ab", 2);
+    EXPECT_EQ("", sink.take());
+    EXPECT_EQ("ab", relay.pending());
+    relay.feed("c\nde\n\nf", 7);
+    EXPECT_EQ("[7] abc\n[7] de\n[7] \n", sink.take());
+    relay.finish();
+    EXPECT_EQ("[7] f\n", sink.take());
+    relay.finish();  // nothing left: writes nothing
+    EXPECT_EQ("", sink.take());
+}
+
+TEST(P2prunLineRelay, NoPrefixKeepsBytesExact) {
+    Sink sink;
+    LineRelay relay(sink.w.get(), "");
+    relay.feed("x\ny", 3);
+    relay.finish();
+    EXPECT_EQ("x\ny", sink.take());
+}
+
+TEST(P2prunLineRelay, OverlongPartialLineIsSplit) {
+    Sink sink;
+    LineRelay relay(sink.w.get(), "[0] ");
+    std::string big(LineRelay::kMaxLine + 10, 'z');
+    relay.feed(big.data(), big.size());
+    std::string out = sink.take();
+    EXPECT_EQ("[0] " + big + "\n", out);
+    EXPECT_TRUE(relay.pending().empty());
+}
+
+TEST(P2prunJobEnv, TokenAndPort) {
+    std::string err;
+    std::string a = make_job_token(&err), b = make_job_token(&err);
+    EXPECT_EQ(32u, a.size());
+    EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](char c) { return std::strchr("0123456789abcdef", c) != nullptr; })) << a;
+    EXPECT_NE(a, b);
+    int port = pick_free_loopback_port(&err);
+    EXPECT_GT(port, 0) << err;
+    EXPECT_LT(port, 65536);
+}
+
+TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
+    const char *base[] = {"PATH=/bin", "P2P_RANK=9", "P2P_MASTER_ADDR=10.0.0.1", "RANK=8",
+                          "P2P_LOG_LEVEL=debug", "WEIRD", nullptr};
+    JobInfo job;
+    job.world_size = 4;
+    job.master_port = 1234;
+    job.job_token = std::string(32, 'a');
+    auto env = rank_environment(base, job, 2, {{"FOO", "x=y"}, {"RANK", "5"}});
+    auto has = [&](const std::string &e) { return std::count(env.begin(), env.end(), e) == 1; };
+    EXPECT_TRUE(has("PATH=/bin"));
+    EXPECT_TRUE(has("P2P_LOG_LEVEL=debug"));
+    EXPECT_TRUE(has("WORLD_SIZE=4"));
+    EXPECT_TRUE(has("LOCAL_RANK=2"));
+    EXPECT_TRUE(has("LOCAL_WORLD_SIZE=4"));
+    EXPECT_TRUE(has("MASTER_ADDR=127.0.0.1"));
+    EXPECT_TRUE(has("MASTER_PORT=1234"));
+    EXPECT_TRUE(has("P2P_JOB_TOKEN=" + job.job_token));
+    EXPECT_TRUE(has("P2P_BOOTSTRAP=tcp"));
+    EXPECT_TRUE(has("FOO=x=y"));
+    EXPECT_TRUE(has("RANK=5")) << "-x must win";
+    for (const auto &e : env) {
+        EXPECT_NE(0u, e.rfind("P2P_RANK=", 0) == 0 ? 0u : 1u) << e;
+        EXPECT_NE(0u, e.rfind("P2P_MASTER_ADDR=", 0) == 0 ? 0u : 1u) << e;
+        EXPECT_NE("WEIRD", e);
+    }
+    EXPECT_EQ(1, std::count_if(env.begin(), env.end(),
+                               [](const std::string &e) { return e.rfind("RANK=", 0) == 0; }));
+}

@@ -1,0 +1,58 @@
+// p2prun: owner of one rank process, started in a process group of its own so
+// that signals reach its descendants too. A ChildProcess that still runs when
+// destroyed has its group killed and is reaped.
+#ifndef P2PRUN_CHILD_PROCESS_H
+#define P2PRUN_CHILD_PROCESS_H
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace p2prun {
+
+class ChildProcess {
+public:
+    ChildProcess() = default;
+    ~ChildProcess();
+    ChildProcess(const ChildProcess &) = delete;
+    ChildProcess &operator=(const ChildProcess &) = delete;
+
+    // Starts argv[0] (searched in PATH) with exactly `env`, stdin from
+    // /dev/null, stdout/stderr on out_fd/err_fd, in a new process group.
+    // Returns 0, or the errno of the failure (ENOENT when the program cannot
+    // be found: the exec error is reported, no process is left).
+    int spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
+              int out_fd, int err_fd);
+
+    pid_t pid() const { return pid_; }
+    bool running() const { return pid_ > 0 && !reaped_; }
+    bool reaped() const { return reaped_; }
+    int wait_status() const { return status_; }
+
+    // The caller reaped pid() (waitpid) and got `status`.
+    void set_reaped(int status);
+
+    // Sends sig to every process of the group (the rank and whatever it
+    // started that stayed in the group). No-op once the group is gone.
+    void signal_group(int sig);
+
+    // Whether any process is left in the group.
+    bool group_alive();
+
+private:
+    pid_t pid_ = -1;  // also the process group id
+    bool reaped_ = false;
+    bool group_gone_ = false;
+    int status_ = 0;
+};
+
+// Exit code of a wait status: the exit status, or 128+signal when killed.
+int exit_code_of(int wait_status);
+
+// "exited with status 3" / "killed by signal 9 (Killed)".
+std::string describe_wait_status(int wait_status);
+
+} // namespace p2prun
+
+#endif

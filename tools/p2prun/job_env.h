@@ -1,0 +1,36 @@
+// p2prun: the environment each rank gets (torchrun-style bootstrap variables).
+#ifndef P2PRUN_JOB_ENV_H
+#define P2PRUN_JOB_ENV_H
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace p2prun {
+
+// Values shared by all ranks of one run.
+struct JobInfo {
+    int world_size = 0;
+    int master_port = 0;
+    std::string job_token;  // 32 lowercase hex digits
+};
+
+// Binds a TCP socket to 127.0.0.1:0 and returns the port the kernel chose,
+// or 0 (with *error set) on failure.
+int pick_free_loopback_port(std::string *error);
+
+// 128 random bits from /dev/urandom as 32 hex digits; empty (with *error
+// set) on failure.
+std::string make_job_token(std::string *error);
+
+// The environment of rank `rank`: p2prun's own environment without inherited
+// bootstrap overrides (P2P_RANK, P2P_MASTER_PORT, ...), plus the bootstrap
+// variables, plus the user's -x variables (which win). Returns "NAME=VALUE"
+// strings.
+std::vector<std::string> rank_environment(
+    const char *const *base_env, const JobInfo &job, int rank,
+    const std::vector<std::pair<std::string, std::string>> &extra);
+
+} // namespace p2prun
+
+#endif

@@ -1,0 +1,382 @@
+#include "launcher.h"
+
+#include "job_env.h"
+
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+extern char **environ;
+
+namespace p2prun {
+
+namespace {
+
+// After the last rank exited and its group is empty, how long to keep reading
+// pipes still held open by processes that left the group (setsid).
+constexpr auto kDrainWindow = std::chrono::milliseconds(500);
+// After SIGKILL, how long to wait for the groups to empty before giving up.
+constexpr auto kGiveUpAfterKill = std::chrono::seconds(5);
+// How often to look for leftover group members once all ranks exited.
+constexpr int kGroupPollMs = 20;
+
+std::chrono::steady_clock::duration seconds(double s) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(s));
+}
+
+std::string format_seconds(double s) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", s);
+    return buf;
+}
+
+// Each rank needs two pipe ends open in p2prun; raise the soft limit if needed.
+bool ensure_fd_limit(int nranks, std::string *error) {
+    rlim_t need = static_cast<rlim_t>(nranks) * 2 + 32;
+    struct rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return true;  // try anyway
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+            *error = "open file limit (" + std::to_string(rl.rlim_max) + ") too low for " +
+                     std::to_string(nranks) + " ranks";
+            return false;
+        }
+        rl.rlim_cur = need;
+        if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            *error = std::string("setrlimit: ") + std::strerror(errno);
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+void report(const std::string &msg) {
+    std::string line = "p2prun: " + msg + "\n";
+    (void)write_all(2, line.data(), line.size());
+}
+
+void Launcher::set_exit_code(int code) {
+    if (exit_code_ < 0) {
+        exit_code_ = code;
+    }
+}
+
+bool Launcher::prepare(std::string *error) {
+    if (!signals_.install(error) || !ensure_fd_limit(opts_.nranks, error)) {
+        return false;
+    }
+#ifdef __linux__
+    // Descendants orphaned by a rank's exit are re-parented to p2prun, which
+    // reaps them (no zombies left to a container's init).
+    (void)::prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+    return true;
+}
+
+bool Launcher::start_ranks() {
+    JobInfo job;
+    job.world_size = opts_.nranks;
+    std::string error;
+    job.master_port = opts_.master_port != 0 ? opts_.master_port : pick_free_loopback_port(&error);
+    if (job.master_port == 0) {
+        report("cannot pick a master port: " + error);
+        set_exit_code(1);
+        return false;
+    }
+    job.job_token = make_job_token(&error);
+    if (job.job_token.empty()) {
+        report("cannot make a job token: " + error);
+        set_exit_code(1);
+        return false;
+    }
+    for (int r = 0; r < opts_.nranks; ++r) {
+        auto rank = std::make_unique<Rank>(opts_.prefix ? "[" + std::to_string(r) + "] " : "");
+        UniqueFd out_w, err_w;
+        if (!make_pipe(&rank->out.fd, &out_w) || !make_pipe(&rank->err.fd, &err_w) ||
+            !set_nonblocking(rank->out.fd.get()) || !set_nonblocking(rank->err.fd.get())) {
+            report(std::string("cannot create pipes for rank ") + std::to_string(r) + ": " +
+                   std::strerror(errno));
+            set_exit_code(1);
+            return false;
+        }
+        int rc = rank->proc.spawn(opts_.argv, rank_environment(environ, job, r, opts_.env),
+                                  out_w.get(), err_w.get());
+        if (rc != 0) {
+            report("cannot run '" + opts_.argv[0] + "': " + std::strerror(rc));
+            set_exit_code(127);
+            return false;
+        }
+        rank_of_pid_[rank->proc.pid()] = r;
+        ranks_.push_back(std::move(rank));
+    }
+    return true;
+}
+
+bool Launcher::all_reaped() const {
+    for (const auto &r : ranks_) {
+        if (!r->proc.reaped()) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Launcher::any_group_alive() {
+    bool alive = false;
+    for (auto &r : ranks_) {
+        alive = r->proc.group_alive() || alive;
+    }
+    return alive;
+}
+
+size_t Launcher::open_streams() const {
+    size_t n = 0;
+    for (const auto &r : ranks_) {
+        n += r->out.fd.valid() + r->err.fd.valid();
+    }
+    return n;
+}
+
+void Launcher::signal_all(int sig) {
+    for (auto &r : ranks_) {
+        r->proc.signal_group(sig);
+    }
+}
+
+void Launcher::begin_termination() {
+    if (!term_sent_) {
+        term_sent_ = true;
+        signal_all(SIGTERM);
+    }
+    if (phase_ == Phase::kRunning) {
+        phase_ = Phase::kTermSent;
+        kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    }
+}
+
+void Launcher::escalate_to_kill() {
+    if (phase_ == Phase::kKillSent) {
+        return;
+    }
+    if (!all_reaped()) {
+        report("ranks still running after " + format_seconds(opts_.grace_s) +
+               " s, sending SIGKILL");
+    }
+    phase_ = Phase::kKillSent;
+    signal_all(SIGKILL);
+    give_up_at_ = Clock::now() + kGiveUpAfterKill;
+}
+
+void Launcher::on_rank_exit(int rank, int status) {
+    Rank &r = *ranks_[rank];
+    r.proc.set_reaped(status);
+    // Relay what the rank wrote before it died ahead of the report on it.
+    for (Stream *s : {&r.out, &r.err}) {
+        for (int i = 0; i < 64 && s->fd.valid() && read_stream(s); ++i) {
+        }
+    }
+    int code = exit_code_of(status);
+    // Ranks ending after p2prun started killing them are not failures of
+    // their own.
+    if (code == 0 || phase_ != Phase::kRunning) {
+        return;
+    }
+    report("rank " + std::to_string(rank) + " " + describe_wait_status(status));
+    set_exit_code(code);
+    if (!opts_.keep_going) {
+        begin_termination();
+    }
+}
+
+void Launcher::reap() {
+    for (;;) {
+        int status = 0;
+        pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR) {
+            continue;
+        }
+        if (pid <= 0) {
+            return;
+        }
+        auto it = rank_of_pid_.find(pid);
+        if (it != rank_of_pid_.end()) {  // else an orphaned descendant
+            on_rank_exit(it->second, status);
+        }
+    }
+}
+
+void Launcher::on_signal(int signo) {
+    if (signo == SIGCHLD) {
+        reap();
+        return;
+    }
+    ++user_signals_;
+    const char *name = ::strsignal(signo);
+    report("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
+           "), forwarding it to the ranks");
+    set_exit_code(128 + signo);
+    signal_all(signo);
+    term_sent_ = term_sent_ || signo == SIGTERM;
+    if (phase_ == Phase::kRunning) {
+        phase_ = Phase::kTermSent;
+        kill_at_ = Clock::now() + seconds(opts_.grace_s);
+    } else if (user_signals_ > 1) {
+        escalate_to_kill();  // asked twice: do not wait for the grace period
+    }
+}
+
+bool Launcher::read_stream(Stream *s) {
+    static char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(s->fd.get(), buf, sizeof(buf));
+        if (n > 0) {
+            s->relay.feed(buf, static_cast<size_t>(n));
+            return true;  // one chunk per wake-up keeps the ranks fair
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            return false;
+        }
+        s->relay.finish();  // end of file or read error
+        s->fd.reset();
+        return false;
+    }
+}
+
+int Launcher::poll_timeout_ms(Clock::time_point now, bool leaders_done) const {
+    Clock::time_point next = Clock::time_point::max();
+    if (have_timeout_ && !leaders_done) {
+        next = std::min(next, timeout_at_);
+    }
+    if (phase_ == Phase::kTermSent) {
+        next = std::min(next, kill_at_);
+    } else if (phase_ == Phase::kKillSent) {
+        next = std::min(next, give_up_at_);
+    }
+    if (drain_started_) {
+        next = std::min(next, drain_until_);
+    }
+    int ms = -1;
+    if (next != Clock::time_point::max()) {
+        auto d = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+        ms = d < 0 ? 0 : static_cast<int>(std::min<long long>(d + 1, 60000));
+    }
+    if (leaders_done && !drain_started_ && (ms < 0 || ms > kGroupPollMs)) {
+        ms = kGroupPollMs;
+    }
+    return ms;
+}
+
+void Launcher::event_loop() {
+    if (opts_.timeout_s > 0) {
+        have_timeout_ = true;
+        timeout_at_ = Clock::now() + seconds(opts_.timeout_s);
+    }
+    std::vector<pollfd> fds;
+    std::vector<Stream *> streams;
+    for (;;) {
+        reap();  // cheap, and covers a SIGCHLD that raced with a previous wait
+        Clock::time_point now = Clock::now();
+        bool leaders_done = all_reaped();
+        if (leaders_done && !drain_started_) {
+            // Kill what the ranks left behind in their groups (a forwarded
+            // SIGINT, say, may not have ended a rank's background job),
+            // then drain.
+            if (any_group_alive()) {
+                begin_termination();
+            } else {
+                drain_started_ = true;
+                drain_until_ = now + kDrainWindow;
+            }
+        }
+        if (drain_started_ && (open_streams() == 0 || now >= drain_until_)) {
+            break;
+        }
+        if (have_timeout_ && !leaders_done && now >= timeout_at_) {
+            have_timeout_ = false;
+            report("timeout after " + format_seconds(opts_.timeout_s) + " s");
+            set_exit_code(124);
+            begin_termination();
+        }
+        if (phase_ == Phase::kTermSent && now >= kill_at_) {
+            escalate_to_kill();
+        } else if (phase_ == Phase::kKillSent && now >= give_up_at_) {
+            report("some rank processes did not die after SIGKILL; giving up on them");
+            break;
+        }
+
+        fds.clear();
+        streams.clear();
+        fds.push_back({signals_.fd(), POLLIN, 0});
+        streams.push_back(nullptr);
+        for (auto &r : ranks_) {
+            for (Stream *s : {&r->out, &r->err}) {
+                if (s->fd.valid()) {
+                    fds.push_back({s->fd.get(), POLLIN, 0});
+                    streams.push_back(s);
+                }
+            }
+        }
+        int rc = ::poll(fds.data(), fds.size(), poll_timeout_ms(now, leaders_done));
+        if (rc < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            report(std::string("poll: ") + std::strerror(errno));
+            set_exit_code(1);
+            begin_termination();
+            escalate_to_kill();
+            break;
+        }
+        for (size_t i = 1; i < fds.size(); ++i) {
+            if (fds[i].revents != 0) {
+                read_stream(streams[i]);
+            }
+        }
+        if (fds[0].revents != 0) {
+            for (int sig : signals_.drain()) {
+                on_signal(sig);
+            }
+        }
+    }
+    // Flush what is buffered of streams that never reached end of file.
+    for (auto &r : ranks_) {
+        for (Stream *s : {&r->out, &r->err}) {
+            if (s->fd.valid()) {
+                s->relay.finish();
+                s->fd.reset();
+            }
+        }
+    }
+}
+
+int Launcher::run() {
+    std::string error;
+    if (!prepare(&error)) {
+        report(error);
+        return 1;
+    }
+    if (!start_ranks()) {
+        begin_termination();  // the ranks already started
+    }
+    event_loop();
+    ranks_.clear();  // kills and reaps anything left, while handlers are set
+    return exit_code_ < 0 ? 0 : exit_code_;
+}
+
+} // namespace p2prun

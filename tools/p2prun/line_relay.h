@@ -1,0 +1,42 @@
+// p2prun: relays one rank's output stream to one of p2prun's own, in whole
+// lines, each prefixed with "[rank] ".
+#ifndef P2PRUN_LINE_RELAY_H
+#define P2PRUN_LINE_RELAY_H
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+namespace p2prun {
+
+class LineRelay {
+public:
+    // A partial line longer than this is written out as a line of its own so
+    // that a rank that never writes '\n' cannot exhaust memory.
+    static constexpr size_t kMaxLine = 64 * 1024;
+
+    // out_fd: where lines go (not owned). prefix: e.g. "[3] " or "" for none.
+    LineRelay(int out_fd, std::string prefix) : out_fd_(out_fd), prefix_(std::move(prefix)) {}
+
+    // Consumes a chunk read from the rank; writes every line it completes.
+    void feed(const char *data, size_t len);
+
+    // The rank's stream ended: writes a pending partial line (with a '\n'
+    // added when prefixing, so the next rank's line starts on its own line).
+    void finish();
+
+    // What is buffered (a partial line); for tests.
+    const std::string &pending() const { return partial_; }
+
+private:
+    void emit(const char *line, size_t len, bool add_newline);
+
+    int out_fd_;
+    std::string prefix_;
+    std::string partial_;
+    std::string out_;  // batch of whole prefixed lines, written at once
+};
+
+} // namespace p2prun
+
+#endif
