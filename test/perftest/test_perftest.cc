@@ -63,7 +63,8 @@ ProcResult run(const std::string &cmd, int timeout_s = 90) {
 
 /** 2 ranks under p2prun; UCX restricted to shared memory for speed. */
 ProcResult run2(const std::string &args) {
-    return run("env UCX_TLS=shm,self " + p2prun() + " -n 2 -- " + perftest() +
+    return run("env UCX_TLS=shm,self " + p2prun() +
+               " -n 2 --no-prefix --timeout 80 -- " + perftest() +
                " " + args);
 }
 
@@ -104,7 +105,8 @@ void check_result(const jsonmini::Value &r) {
     EXPECT_EQ(r.at("errors").num, 0);
     /* bytes counted by completions match the bytes sent */
     EXPECT_EQ(r.at("bytes_sent").num, expected);
-    EXPECT_EQ(r.at("bytes_received").num, expected);
+    EXPECT_EQ(r.at("bytes_received").num, expected)
+        << "receive completions did not count every byte sent";
     if (test == "lat" || test == "bw" || test == "rate" || test == "batch") {
         EXPECT_EQ(expected, size * iters * msgs);
     }

@@ -102,7 +102,10 @@ class Runner:
     # ---------------------------------------------------------------- tools
     def p2p(self, tls, test, size, iters, warm, window, nranks=2,
             extra=None):
-        cmd = [self.args.p2prun, "-n", str(nranks), "--"]
+        cmd = [self.args.p2prun, "-n", str(nranks)]
+        if os.path.basename(self.args.p2prun) == "p2prun":
+            cmd += ["--no-prefix", "--timeout", str(self.args.timeout)]
+        cmd += ["--"]
         if self.args.pin and nranks <= self.ncpu:
             cmd += [self.pin_script]
         cmd += [self.args.perftest, "-t", test, "-s", str(size),
