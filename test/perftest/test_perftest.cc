@@ -1,0 +1,254 @@
+/*
+ * p2p_perftest under p2prun (2 ranks, a few iterations): its numbers must be
+ * correct, not fast. Bytes counted by completions match bytes sent, --json
+ * parses, --csv has one row per point, derived fields are consistent, and
+ * bad command lines fail cleanly.
+ */
+#include "json_mini.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+std::string builddir() {
+    const char *env = std::getenv("P2P_TOP_BUILDDIR");
+    return env != nullptr ? env : P2P_TOP_BUILDDIR;
+}
+
+std::string perftest() { return builddir() + "/tools/perftest/p2p_perftest"; }
+std::string p2prun() { return builddir() + "/tools/p2prun/p2prun"; }
+
+struct ProcResult {
+    int rc = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/** Run a shell command with a hard deadline; capture stdout and stderr. */
+ProcResult run(const std::string &cmd, int timeout_s = 90) {
+    char tmpl[] = "/tmp/p2p_perftest_test.XXXXXX";
+    ProcResult r;
+    if (mkdtemp(tmpl) == nullptr) {
+        return r;
+    }
+    std::string dir = tmpl;
+    std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " +
+                       cmd + " >" + dir + "/out 2>" + dir + "/err";
+    int status = std::system(full.c_str());
+    r.rc = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir + "/out");
+    r.err = slurp(dir + "/err");
+    std::remove((dir + "/out").c_str());
+    std::remove((dir + "/err").c_str());
+    rmdir(dir.c_str());
+    return r;
+}
+
+/** 2 ranks under p2prun; UCX restricted to shared memory for speed. */
+ProcResult run2(const std::string &args) {
+    return run("env UCX_TLS=shm,self " + p2prun() +
+               " -n 2 --no-prefix --timeout 80 -- " + perftest() +
+               " " + args);
+}
+
+/** stdout from the first line that starts with `prefix` (UCX prints its
+ *  own warnings to stdout by default; they are not ours to parse). */
+std::string from_line(const std::string &out, const std::string &prefix) {
+    size_t pos = 0;
+    while (pos < out.size()) {
+        if (out.compare(pos, prefix.size(), prefix) == 0) {
+            return out.substr(pos);
+        }
+        size_t nl = out.find('\n', pos);
+        if (nl == std::string::npos) {
+            break;
+        }
+        pos = nl + 1;
+    }
+    return "";
+}
+
+bool have_p2prun() { return access(p2prun().c_str(), X_OK) == 0; }
+
+void expect_near_rel(double a, double b, double rel, const std::string &what) {
+    EXPECT_LE(std::fabs(a - b), rel * std::max(std::fabs(b), 1e-12))
+        << what << ": " << a << " vs " << b;
+}
+
+/** The checks every bandwidth/latency result must pass. */
+void check_result(const jsonmini::Value &r) {
+    const std::string test = r.at("test").str;
+    SCOPED_TRACE("test " + test + " size " +
+                 std::to_string(r.at("size").num));
+    double size = r.at("size").num, iters = r.at("iterations").num;
+    double msgs = r.at("msgs_per_iter").num;
+    double expected = r.at("bytes_expected").num;
+    ASSERT_GT(iters, 0);
+    ASSERT_GE(msgs, 1);
+    EXPECT_EQ(r.at("errors").num, 0);
+    /* bytes counted by completions match the bytes sent */
+    EXPECT_EQ(r.at("bytes_sent").num, expected);
+    EXPECT_EQ(r.at("bytes_received").num, expected)
+        << "receive completions did not count every byte sent";
+    if (test == "lat" || test == "bw" || test == "rate" || test == "batch") {
+        EXPECT_EQ(expected, size * iters * msgs);
+    }
+    const jsonmini::Value &lat = r.at("latency_us");
+    ASSERT_EQ(lat.kind, jsonmini::Value::OBJECT);
+    double mn = lat.at("min").num, p50 = lat.at("p50").num,
+           p90 = lat.at("p90").num, p99 = lat.at("p99").num,
+           mx = lat.at("max").num, avg = lat.at("avg").num;
+    EXPECT_GT(mn, 0);
+    EXPECT_LE(mn, p50);
+    EXPECT_LE(p50, p90);
+    EXPECT_LE(p90, p99);
+    EXPECT_LE(p99, mx);
+    EXPECT_LE(mn, avg * (1 + 1e-6));
+    EXPECT_LE(avg, mx * (1 + 1e-6));
+    double t = r.at("time_s").num;
+    if (test == "setup") {
+        EXPECT_EQ(t, 0);
+        EXPECT_TRUE(r.at("extra").has("first_msg_us_avg"));
+        EXPECT_GT(r.at("extra").at("first_msg_us_avg").num, 0);
+        return;
+    }
+    ASSERT_GT(t, 0);
+    expect_near_rel(r.at("bw_MBps").num, expected / t / 1e6, 1e-3, "MB/s");
+    expect_near_rel(r.at("bw_MiBps").num, expected / t / 1048576.0, 1e-3,
+                    "MiB/s");
+    expect_near_rel(r.at("msg_rate").num, iters * msgs / t, 1e-3, "msg/s");
+    if (test == "lat") {
+        /* one-way latency: total time is the sum of the samples */
+        expect_near_rel(avg * iters / 1e6, t, 1e-3, "lat time");
+    } else {
+        /* the samples cover the timed loop, which is all of time_s */
+        EXPECT_LE(avg * msgs * iters / 1e6, t * (1 + 1e-3));
+    }
+}
+
+TEST(Perftest, JsonParsesAndCountsAreConsistent) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2("-t lat,bw,rate,batch,setup -s 8,65536 -n 20 -w 2 -W 4 "
+                 "-b 4x65536 --check --json -q");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    jsonmini::Value doc;
+    std::string text = from_line(r.out, "{");
+    jsonmini::Parser p(text);
+    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    ASSERT_EQ(doc.kind, jsonmini::Value::OBJECT);
+    EXPECT_EQ(doc.at("tool").str, "p2p_perftest");
+    EXPECT_EQ(doc.at("ranks").num, 2);
+    EXPECT_EQ(doc.at("completion").str, "poll");
+    EXPECT_TRUE(doc.at("check").b);
+    const jsonmini::Value &res = doc.at("results");
+    ASSERT_EQ(res.kind, jsonmini::Value::ARRAY);
+    /* lat, bw, rate, batch at 2 sizes each, then setup once */
+    const char *want[][2] = {{"lat", "8"},     {"lat", "65536"},
+                             {"bw", "8"},      {"bw", "65536"},
+                             {"rate", "8"},    {"rate", "65536"},
+                             {"batch", "8"},   {"batch", "65536"},
+                             {"setup", "8"}};
+    ASSERT_EQ(res.arr.size(), sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < res.arr.size(); ++i) {
+        EXPECT_EQ(res.arr[i].at("test").str, want[i][0]);
+        EXPECT_EQ(res.arr[i].at("size").num, std::atof(want[i][1]));
+        check_result(res.arr[i]);
+    }
+    EXPECT_EQ(res.arr[2].at("msgs_per_iter").num, 4);  /* window */
+    EXPECT_EQ(res.arr[6].at("msgs_per_iter").num, 4);  /* batch count */
+}
+
+TEST(Perftest, CsvHasOneRowPerPointAndWaitModeWorks) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2("-t bw -s 1K,4K,16K -n 10 -w 1 -W 2 -p 1M --wait --csv -q");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    std::istringstream in(from_line(r.out, "test,"));
+    std::string line;
+    std::vector<std::string> lines;
+    while (std::getline(in, line)) {
+        lines.push_back(line);
+    }
+    ASSERT_EQ(lines.size(), 4u) << r.out;
+    EXPECT_EQ(lines[0].rfind("test,size,iterations,msgs_per_iter,", 0), 0u);
+    const size_t sizes[] = {1024, 4096, 16384};
+    for (size_t i = 1; i < lines.size(); ++i) {
+        std::vector<std::string> f;
+        std::stringstream ss(lines[i]);
+        std::string cell;
+        while (std::getline(ss, cell, ',')) {
+            f.push_back(cell);
+        }
+        ASSERT_GE(f.size(), 18u) << lines[i];
+        EXPECT_EQ(f[0], "bw");
+        EXPECT_EQ(std::stoull(f[1]), sizes[i - 1]);
+        uint64_t expected = sizes[i - 1] * 10 * 2;
+        EXPECT_EQ(std::stoull(f[14]), expected);  /* bytes_expected */
+        EXPECT_EQ(std::stoull(f[15]), expected);  /* bytes_sent */
+        EXPECT_EQ(std::stoull(f[16]), expected);  /* bytes_received */
+        EXPECT_EQ(std::stoull(f[17]), 0u);        /* errors */
+        EXPECT_GT(std::stod(f[11]), 0);           /* MB/s */
+    }
+}
+
+TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2("-t mem -c 2 --json -q");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    jsonmini::Value doc;
+    std::string text = from_line(r.out, "{");
+    jsonmini::Parser p(text);
+    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    const jsonmini::Value &res = doc.at("results");
+    ASSERT_EQ(res.arr.size(), 1u);
+    const jsonmini::Value &m = res.arr[0];
+    EXPECT_EQ(m.at("test").str, "mem");
+    EXPECT_EQ(m.at("errors").num, 0);
+    EXPECT_EQ(m.at("bytes_expected").num, 8 * 2 * 1);  /* 2 comms, 1 peer */
+    EXPECT_EQ(m.at("bytes_sent").num, m.at("bytes_expected").num);
+    EXPECT_EQ(m.at("bytes_received").num, m.at("bytes_expected").num);
+    EXPECT_TRUE(m.at("extra").has("rss_KiB_per_comm_max"));
+    EXPECT_TRUE(m.at("extra").has("rss_KiB_per_peer_max"));
+    EXPECT_EQ(m.at("extra").at("ranks").num, 2);
+}
+
+TEST(Perftest, BadCommandLinesFailCleanly) {
+    ProcResult help = run(perftest() + " --help", 20);
+    EXPECT_EQ(help.rc, 0);
+    EXPECT_NE(help.out.find("host only"), std::string::npos);
+    EXPECT_EQ(run(perftest() + " -t nosuchtest", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " -s 8:x", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " -m cuda", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
+    /* one process, no launcher: a clear error, not a hang */
+    ProcResult single = run("env -u RANK -u WORLD_SIZE -u P2P_RANK -u "
+                     "P2P_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE " + perftest() +
+                     " -t lat -n 5", 30);
+    EXPECT_EQ(single.rc, 2);
+    EXPECT_NE(single.err.find("needs at least 2 ranks"), std::string::npos)
+        << single.err;
+}
+
+} // namespace

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""One-command baseline: ucxp2p (p2p_perftest) against ucx_perftest and MPI.
+
+For each transport (shm: UCX_TLS=shm,self and OpenMPI btl vader; tcp:
+UCX_TLS=tcp,self and btl tcp) and each message size it runs, --reps times
+each (medians reported):
+  * p2p_perftest -t bw           under p2prun -n 2, ranks pinned to cores
+  * ucx_perftest -t tag_bw       client/server on 127.0.0.1, taskset pinned
+  * mpi_bw (tools/bench/mpi_bw.cc, built here with mpicxx) over OpenMPI
+    pml ob1 and pml ucx, --bind-to core
+with the same window, iterations and buffer mode, then the 8-byte latency
+and message-rate points, the 128x512K batch against MPI with the same
+window, communicator setup (2 ranks) and memory per communicator (8 ranks).
+Writes results.csv (every repetition), summary.csv (medians and ratios),
+summary.md, bw_<transport>.png and prints the ratio table.
+Standard library only; the plot uses gnuplot (Debian gnuplot-nox) or
+python3-matplotlib, whichever is present.
+"""
+import argparse
+import csv
+import datetime
+import io
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # keep the source tree clean
+import bench_report  # noqa: E402  (plot + summary, same folder)
+
+TRANSPORTS = {
+    "shm": {"ucx_tls": "shm,self", "btl": "self,vader"},
+    "tcp": {"ucx_tls": "tcp,self", "btl": "self,tcp"},
+}
+MPI_ROOT = ["--allow-run-as-root", "--oversubscribe"]
+MPI_UCX = ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
+           "--mca", "pml_ucx_devices", "any"]
+
+
+def parse_size(text):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    if t and t[-1] in mult:
+        return int(t[:-1]) * mult[t[-1]]
+    return int(t)
+
+
+def human(size):
+    for unit, v in (("M", 1 << 20), ("K", 1 << 10)):
+        if size >= v and size % v == 0:
+            return "%d%s" % (size // v, unit)
+    return str(size)
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.rows = []          # every repetition
+        self.log = open(os.path.join(args.out, "commands.log"), "w")
+        self.ncpu = os.cpu_count() or 1
+
+    # ---------------------------------------------------------------- exec
+    def run(self, cmd, env=None, timeout=None):
+        timeout = timeout or self.args.timeout
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        shown = " ".join("%s=%s" % kv for kv in (env or {}).items())
+        self.log.write("$ %s %s\n" % (shown, " ".join(cmd)))
+        self.log.flush()
+        try:
+            p = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.log.write("  TIMEOUT after %ss\n" % timeout)
+            return None
+        if p.returncode != 0:
+            self.log.write("  rc=%d\n%s\n%s\n" % (p.returncode, p.stdout,
+                                                   p.stderr[-4000:]))
+            return None
+        return p.stdout
+
+    def record(self, transport, impl, test, size, value, unit):
+        if value is None:
+            return
+        self.rows.append({"transport": transport, "impl": impl,
+                          "test": test, "size": size, "value": value,
+                          "unit": unit})
+
+    # ---------------------------------------------------------------- shapes
+    def iters_for(self, size, window):
+        """Timed windows for one point: ~budget bytes, bounded."""
+        n = self.args.budget // max(size * window, 1)
+        return int(min(max(n, 8), self.args.max_iters))
+
+    # ---------------------------------------------------------------- tools
+    def p2p(self, tls, test, size, iters, warm, window, nranks=2,
+            extra=None):
+        cmd = [self.args.p2prun, "-n", str(nranks)]
+        if os.path.basename(self.args.p2prun) == "p2prun":
+            cmd += ["--no-prefix", "--timeout", str(self.args.timeout)]
+        cmd += ["--"]
+        if self.args.pin and nranks <= self.ncpu:
+            cmd += [self.pin_script]
+        cmd += [self.args.perftest, "-t", test, "-s", str(size),
+                "-n", str(iters), "-w", str(warm), "-W", str(window),
+                "--csv", "-q"] + (extra or [])
+        if self.args.pool:
+            cmd += ["-p", str(self.args.pool)]
+        out = self.run(cmd, env={"UCX_TLS": tls})
+        return first_csv_row(out)
+
+    def ucx_perftest(self, tls, test, size, msgs, warm_msgs):
+        port = str(random.randint(20000, 40000))
+        base = ["ucx_perftest", "-t", test, "-s", str(size), "-n", str(msgs),
+                "-w", str(warm_msgs), "-p", port]
+        if test == "tag_bw":
+            base += ["-O", str(self.args.window)]
+        env = dict(os.environ, UCX_TLS=tls)
+        pin0 = ["taskset", "-c", "0"] if self.args.pin else []
+        pin1 = (["taskset", "-c", str(1 % self.ncpu)]
+                if self.args.pin else [])
+        self.log.write("$ UCX_TLS=%s %s & %s\n" % (
+            tls, " ".join(pin0 + base), " ".join(pin1 + base[:1] +
+                                                 ["127.0.0.1"] + base[1:])))
+        server = subprocess.Popen(pin0 + base, env=env,
+                                  stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            out = None
+            deadline = time.time() + 10
+            while time.time() < deadline:  # server needs a moment to listen
+                time.sleep(0.2)
+                try:
+                    p = subprocess.run(pin1 + base[:1] + ["127.0.0.1"] +
+                                       base[1:] + ["-v"], env=env,
+                                       stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True,
+                                       timeout=self.args.timeout)
+                except subprocess.TimeoutExpired:
+                    break
+                if p.returncode == 0:
+                    out = p.stdout
+                    break
+            server.wait(timeout=self.args.timeout)
+        except subprocess.TimeoutExpired:
+            out = None
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+        if not out:
+            self.log.write("  ucx_perftest failed\n")
+            return None
+        lines = [l.strip() for l in out.splitlines()
+                 if l.strip()[:1].isdigit()]
+        if not lines:
+            return None
+        f = lines[-1].split(",")
+        # iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,
+        # overall_bw,avg_mr,overall_mr  (bw in 2^20 bytes/s). Latency: the
+        # median (robust on a shared machine), as for p2p_perftest below.
+        return {"lat_us": float(f[1]), "bw_MiBps": float(f[5]),
+                "msg_rate": float(f[7])}
+
+    def mpi(self, pml, transport, test, size, iters, warm, window):
+        t = TRANSPORTS[transport]
+        cmd = ["mpirun"] + MPI_ROOT + ["-n", "2"]
+        cmd += ["--bind-to", "core" if self.args.pin else "none"]
+        if pml == "ob1":
+            cmd += ["--mca", "pml", "ob1", "--mca", "btl", t["btl"]]
+        else:
+            cmd += MPI_UCX + ["-x", "UCX_TLS=" + t["ucx_tls"]]
+        cmd += [self.mpi_bw, "-t", test, "-s", str(size), "-n", str(iters),
+                "-w", str(warm), "-W", str(window)]
+        if self.args.pool:
+            cmd += ["-p", str(self.args.pool)]
+        return first_csv_row(self.run(cmd))
+
+    # ---------------------------------------------------------------- setup
+    def prepare(self):
+        build = os.path.join(self.args.out, "build")
+        os.makedirs(build, exist_ok=True)
+        self.mpi_bw = os.path.join(build, "mpi_bw")
+        if not self.args.no_mpi:
+            cmd = ["mpicxx", "-O2", "-std=c++17", "-o", self.mpi_bw,
+                   os.path.join(HERE, "mpi_bw.cc")]
+            if subprocess.run(cmd).returncode != 0:
+                sys.exit("run_baseline: mpicxx failed (is libopenmpi-dev "
+                         "installed?)")
+        self.pin_script = os.path.join(build, "pin_rank.sh")
+        with open(self.pin_script, "w") as f:
+            f.write('#!/bin/sh\n# pin each rank to its own core '
+                    '(rank modulo cores)\n'
+                    'r=${P2P_RANK:-${RANK:-${OMPI_COMM_WORLD_RANK:-0}}}\n'
+                    'exec taskset -c $((r %% %d)) "$@"\n' % self.ncpu)
+        os.chmod(self.pin_script, 0o755)
+
+    # ---------------------------------------------------------------- sweep
+    def sweep(self):
+        a = self.args
+        w = a.window
+        total = len(a.transports) * len(a.sizes)
+        step = 0
+        for tr in a.transports:
+            tls = TRANSPORTS[tr]["ucx_tls"]
+            for size in a.sizes:
+                step += 1
+                it = self.iters_for(size, w)
+                warm = max(2, it // 10)
+                progress("[%d/%d] %s bw %s (%d x %d msgs)" %
+                         (step, total, tr, human(size), it, w))
+                for _ in range(a.reps):
+                    r = self.p2p(tls, "bw", size, it, warm, w)
+                    self.record(tr, "ucxp2p", "bw", size, fget(r, "bw_MiBps"),
+                                "MiB/s")
+                    u = self.ucx_perftest(tls, "tag_bw", size, it * w,
+                                          warm * w)
+                    self.record(tr, "ucx_perftest", "bw", size,
+                                u and u["bw_MiBps"], "MiB/s")
+                    if not a.no_mpi:
+                        for pml in ("ob1", "ucx"):
+                            m = self.mpi(pml, tr, "bw", size, it, warm, w)
+                            self.record(tr, "mpi_" + pml, "bw", size,
+                                        fget(m, "bw_MiBps"), "MiB/s")
+            self.small_points(tr, tls)
+        self.batch_point()
+        self.setup_mem_points()
+
+    def small_points(self, tr, tls):
+        a = self.args
+        n = a.lat_iters
+        progress("%s: 8-byte latency and message rate" % tr)
+        for _ in range(a.reps):
+            r = self.p2p(tls, "lat", 8, n, n // 10, 1)
+            self.record(tr, "ucxp2p", "lat", 8, fget(r, "lat_p50_us"), "us")
+            u = self.ucx_perftest(tls, "tag_lat", 8, n, n // 10)
+            self.record(tr, "ucx_perftest", "lat", 8, u and u["lat_us"], "us")
+            it = max(n // a.window, 8)
+            r = self.p2p(tls, "rate", 8, it, max(2, it // 10), a.window)
+            self.record(tr, "ucxp2p", "rate", 8, fget(r, "msg_rate"), "msg/s")
+            u = self.ucx_perftest(tls, "tag_bw", 8, it * a.window,
+                                  max(2, it // 10) * a.window)
+            self.record(tr, "ucx_perftest", "rate", 8, u and u["msg_rate"],
+                        "msg/s")
+            if not a.no_mpi:
+                for pml in ("ob1", "ucx"):
+                    m = self.mpi(pml, tr, "lat", 8, n, n // 10, 1)
+                    self.record(tr, "mpi_" + pml, "lat", 8,
+                                fget(m, "lat_p50_us"), "us")
+                    m = self.mpi(pml, tr, "rate", 8, it, max(2, it // 10),
+                                 a.window)
+                    self.record(tr, "mpi_" + pml, "rate", 8,
+                                fget(m, "msg_rate"), "msg/s")
+
+    def batch_point(self):
+        a = self.args
+        count, size = a.batch
+        it = max(self.iters_for(size, count), 10)
+        tls = TRANSPORTS["shm"]["ucx_tls"]
+        progress("shm: batch %dx%s" % (count, human(size)))
+        for _ in range(a.reps):
+            r = self.p2p(tls, "batch", size, it, 2, a.window,
+                         extra=["-b", "%dx%d" % (count, size)])
+            self.record("shm", "ucxp2p", "batch", size, fget(r, "bw_MiBps"),
+                        "MiB/s")
+            if not a.no_mpi:
+                for pml in ("ob1", "ucx"):
+                    m = self.mpi(pml, "shm", "batch", size, it, 2, count)
+                    self.record("shm", "mpi_" + pml, "batch", size,
+                                fget(m, "bw_MiBps"), "MiB/s")
+
+    def setup_mem_points(self):
+        a = self.args
+        tls = TRANSPORTS["shm"]["ucx_tls"]
+        progress("shm: communicator setup (2 ranks), memory (%d ranks)" %
+                 a.mem_ranks)
+        for _ in range(a.reps):
+            r = self.p2p(tls, "setup", 8, 20, 0, 1)
+            self.record("shm", "ucxp2p", "setup", 2, fget(r, "lat_p50_us"),
+                        "us")
+            self.record("shm", "ucxp2p", "first_msg", 2,
+                        extra_of(r, "first_msg_us_p50"), "us")
+        r = self.p2p(tls, "mem", 8, 1, 0, 1, nranks=a.mem_ranks,
+                     extra=["-c", "4"])
+        self.record("shm", "ucxp2p", "mem_per_comm", a.mem_ranks,
+                    extra_of(r, "rss_KiB_per_connected_comm_max"), "KiB")
+
+
+def first_csv_row(out):
+    """First data row of our CSV; skips anything before the header (UCX
+    writes its warnings to stdout by default)."""
+    if not out:
+        return None
+    lines = out.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("test,")),
+                 None)
+    if start is None:
+        return None
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+    return rows[0] if rows else None
+
+
+def fget(row, key):
+    try:
+        return float(row[key]) if row else None
+    except (KeyError, ValueError):
+        return None
+
+
+def extra_of(row, key):
+    if not row:
+        return None
+    for kv in (row.get("extra") or "").split(";"):
+        k, _, v = kv.partition("=")
+        if k == key:
+            return float(v)
+    return None
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
+def progress(msg):
+    print("run_baseline: " + msg, file=sys.stderr, flush=True)
+
+
+def main():
+    top = os.path.abspath(os.path.join(HERE, "..", ".."))
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--builddir", default=os.environ.get("P2P_TOP_BUILDDIR",
+                                                        top),
+                   help="where p2p_perftest and p2prun were built (%(default)s)")
+    p.add_argument("--p2prun", default=None,
+                   help="launcher taking '-n N -- prog args' "
+                        "(default: BUILDDIR/tools/p2prun/p2prun)")
+    p.add_argument("--perftest", default=None,
+                   help="p2p_perftest binary (default: BUILDDIR/tools/"
+                        "perftest/p2p_perftest)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: /tmp/ucxp2p-bench-DATE)")
+    p.add_argument("--sizes", default="8,512,4K,64K,512K,4M",
+                   help="comma list of sizes (%(default)s)")
+    p.add_argument("--transports", default="shm,tcp")
+    p.add_argument("--reps", type=int, default=3,
+                   help="repetitions per point; the median is used (>=3)")
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--batch", default="128x512K")
+    p.add_argument("--pool", default="0",
+                   help="rotating buffer pool bytes for p2p and MPI "
+                        "(0: reuse one buffer, as ucx_perftest does)")
+    p.add_argument("--budget", default="256M",
+                   help="bytes per bw measurement (%(default)s)")
+    p.add_argument("--max-iters", type=int, default=1000)
+    p.add_argument("--lat-iters", type=int, default=20000)
+    p.add_argument("--mem-ranks", type=int, default=8)
+    p.add_argument("--timeout", type=int, default=120,
+                   help="seconds allowed to one run")
+    p.add_argument("--no-pin", dest="pin", action="store_false")
+    p.add_argument("--no-mpi", action="store_true")
+    p.add_argument("--quick", action="store_true",
+                   help="sizes 8,64K,4M and a smaller budget")
+    a = p.parse_args()
+    if a.quick:
+        a.sizes, a.budget = "8,64K,4M", "64M"
+    a.sizes = [parse_size(s) for s in a.sizes.split(",")]
+    a.transports = [t for t in a.transports.split(",") if t]
+    for t in a.transports:
+        if t not in TRANSPORTS:
+            sys.exit("run_baseline: unknown transport %s" % t)
+    cnt, _, sz = a.batch.partition("x")
+    a.batch = (int(cnt), parse_size(sz))
+    a.pool = parse_size(a.pool)
+    a.budget = parse_size(a.budget)
+    if a.reps < 1:
+        sys.exit("run_baseline: --reps must be >= 1")
+    a.perftest = a.perftest or os.path.join(a.builddir, "tools", "perftest",
+                                            "p2p_perftest")
+    a.p2prun = a.p2prun or os.path.join(a.builddir, "tools", "p2prun",
+                                        "p2prun")
+    for exe in (a.perftest, a.p2prun):
+        if not os.access(exe, os.X_OK):
+            sys.exit("run_baseline: %s not built (make first, or "
+                     "--builddir)" % exe)
+    if shutil.which("ucx_perftest") is None:
+        sys.exit("run_baseline: ucx_perftest missing (apt-get install "
+                 "ucx-utils)")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    a.out = a.out or "/tmp/ucxp2p-bench-" + stamp
+    os.makedirs(a.out, exist_ok=True)
+
+    load_start = loadavg()
+    r = Runner(a)
+    r.prepare()
+    started = datetime.datetime.now()
+    r.sweep()
+    meta = {
+        "date": started.strftime("%Y-%m-%d %H:%M"),
+        "machine": "%s, %s, %d CPUs" % (platform.node(), platform.machine(),
+                                        os.cpu_count() or 0),
+        "command": " ".join([os.path.relpath(sys.argv[0], top)] +
+                            sys.argv[1:]),
+        "load": "%s at start, %s at end" % (load_start, loadavg()),
+        "window": a.window, "reps": a.reps, "pin": a.pin,
+        "pool": a.pool,
+    }
+    bench_report.write_all(a.out, r.rows, meta)
+    print("\nresults in %s" % a.out)
+
+
+if __name__ == "__main__":
+    main()

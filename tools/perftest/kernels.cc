@@ -1,0 +1,394 @@
+#include "kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace perftest {
+
+/* ------------------------------------------------------------ sizing */
+
+size_t slot_stride(size_t size) {
+    return std::max<size_t>((size + 63) / 64 * 64, 64);
+}
+
+size_t slot_count(const Options &o, size_t size, uint32_t count) {
+    size_t n = o.pool_bytes ? std::max<size_t>(o.pool_bytes /
+                                               slot_stride(size), 1)
+                            : 1;
+    if (o.check) {
+        n = std::max<size_t>(n, count); /* verified messages never overlap */
+    }
+    return n;
+}
+
+std::vector<size_t> test_sizes(const Options &o, const std::string &test) {
+    if (test == "setup" || test == "mem") {
+        return {8};
+    }
+    if (!o.sizes.empty()) {
+        return o.sizes;
+    }
+    if (test == "batch") {
+        return {o.batch_size};
+    }
+    if (test == "bw") {
+        std::vector<size_t> v;
+        for (size_t s = 8; s <= (4u << 20); s *= 2) {
+            v.push_back(s);
+        }
+        return v;
+    }
+    return {8}; /* lat, rate */
+}
+
+namespace {
+
+uint32_t msgs_per_iter(const Options &o, const std::string &test) {
+    if (test == "batch") {
+        return o.batch_count;
+    }
+    if (test == "bw" || test == "rate") {
+        return o.window;
+    }
+    return 1;
+}
+
+} // namespace
+
+size_t buffer_bytes_needed(const Options &o) {
+    size_t need = 64;
+    for (const std::string &t : o.tests) {
+        for (size_t size : test_sizes(o, t)) {
+            size_t n = slot_count(o, size, msgs_per_iter(o, t));
+            need = std::max(need, n * slot_stride(size));
+        }
+    }
+    return need;
+}
+
+uint64_t test_iters(const Options &o, const std::string &test, size_t size,
+                    uint32_t count) {
+    if (o.iters != 0) {
+        return o.iters;
+    }
+    if (test == "setup") {
+        return 20;
+    }
+    const double budget = (test == "lat") ? 32.0 * (1 << 20)
+                                          : 256.0 * (1 << 20);
+    const uint64_t max_iters = (test == "lat") ? 10000 : 2000;
+    double n = budget / (std::max<size_t>(size, 1) * double(count));
+    return static_cast<uint64_t>(std::min<double>(std::max(n, 10.0),
+                                                  max_iters));
+}
+
+uint64_t test_warmup(const Options &o, uint64_t iters) {
+    if (o.warmup != UINT64_MAX) {
+        return o.warmup;
+    }
+    return std::max<uint64_t>(iters / 10, 2);
+}
+
+/* ------------------------------------------------------------ payloads */
+
+void fill_pattern(char *buf, size_t size, uint64_t m) {
+    for (size_t j = 0; j < size; ++j) {
+        buf[j] = static_cast<char>(m * 131 + j * 7 + 1);
+    }
+}
+
+bool check_pattern(const char *buf, size_t size, uint64_t m) {
+    for (size_t j = 0; j < size; ++j) {
+        if (buf[j] != static_cast<char>(m * 131 + j * 7 + 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ reports */
+
+p2p_status_t send_report(Session &s, Reaper &rp, const PeerReport &rep) {
+    char *buf = s.ctrl.data() + kCtrlReportSend;
+    std::memcpy(buf, &rep, sizeof(rep));
+    p2p_status_t st = p2p_comm_send(s.comm.get(), 0, s.tag_report(), buf,
+                                    sizeof(rep), s.ctrl.mem(), nullptr);
+    if (st != P2P_OK) {
+        return st;
+    }
+    Tally t;
+    rp.set_deadline(s.deadline());
+    st = rp.reap(P2P_QUEUE_SEND, 1, &t);
+    return st != P2P_OK ? st : t.first_error;
+}
+
+p2p_status_t recv_report(Session &s, Reaper &rp, uint32_t from,
+                         PeerReport *rep) {
+    char *buf = s.ctrl.data() + kCtrlReportRecv + 64 * (from % 4096);
+    p2p_status_t st = p2p_comm_recv(s.comm.get(), from, s.tag_report(), buf,
+                                    sizeof(*rep), s.ctrl.mem(), nullptr);
+    if (st != P2P_OK) {
+        return st;
+    }
+    Tally t;
+    rp.set_deadline(s.deadline());
+    st = rp.reap(P2P_QUEUE_RECV, 1, &t);
+    if (st != P2P_OK || t.first_error != P2P_OK) {
+        return st != P2P_OK ? st : t.first_error;
+    }
+    std::memcpy(rep, buf, sizeof(*rep));
+    return P2P_OK;
+}
+
+/* ------------------------------------------------------------ lat */
+
+p2p_status_t run_lat(Session &s, size_t size, Result *r) {
+    const Options &o = s.opts;
+    const uint64_t iters = test_iters(o, "lat", size, 1);
+    const uint64_t warm = test_warmup(o, iters);
+    const size_t nslots = slot_count(o, size, 1);
+    const size_t stride = slot_stride(size);
+    const uint32_t peer = (s.rank == 0) ? 1 : 0;
+    const uint32_t tag = s.tag_data(0);
+    p2p_comm_h comm = s.comm.get();
+    p2p_mem_h mem = s.data.mem();
+    Reaper rp(comm, o.use_wait);
+    rp.set_deadline(s.deadline());
+    Tally ts, tr;
+    uint64_t bad = 0;
+    std::vector<double> samples;
+    samples.reserve(iters);
+    double total_us = 0;
+    p2p_status_t st = P2P_OK;
+
+    auto slot = [&](uint64_t i) { return s.data.data() + (i % nslots) * stride; };
+    if (s.rank == 1) {
+        st = p2p_comm_recv(comm, peer, tag, slot(0), size, mem, nullptr);
+    }
+    for (uint64_t i = 0; i < warm + iters && st == P2P_OK; ++i) {
+        if (i == warm) {
+            ts = Tally();
+            tr = Tally();
+            bad = 0;
+        }
+        char *buf = slot(i);
+        if (s.rank == 0) {
+            if (o.check) {
+                fill_pattern(buf, size, i);
+            }
+            double t0 = now_us();
+            st = p2p_comm_recv(comm, peer, tag, buf, size, mem, nullptr);
+            if (st == P2P_OK) {
+                st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
+            }
+            if (st == P2P_OK) {
+                st = rp.reap_both(1, &ts, 1, &tr);
+            }
+            double half = (now_us() - t0) / 2;
+            if (i >= warm) {
+                samples.push_back(half);
+                total_us += half;
+            }
+            /* rank 1 echoes the payload: it must come back unchanged */
+            if (o.check && st == P2P_OK && !check_pattern(buf, size, i)) {
+                ++bad;
+            }
+        } else {
+            st = rp.reap(P2P_QUEUE_RECV, 1, &tr);
+            if (st == P2P_OK && i + 1 < warm + iters) {
+                st = p2p_comm_recv(comm, peer, tag, slot(i + 1), size, mem,
+                                   nullptr);
+            }
+            if (st == P2P_OK) {
+                if (o.check && !check_pattern(buf, size, i)) {
+                    ++bad;
+                }
+                st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
+            }
+            if (st == P2P_OK) {
+                st = rp.reap(P2P_QUEUE_SEND, 1, &ts);
+            }
+        }
+    }
+    if (st != P2P_OK) {
+        return st;
+    }
+    if (s.rank == 1) {
+        PeerReport rep{};
+        rep.bytes_received = tr.bytes;
+        rep.bytes_sent = ts.bytes;
+        rep.errors = tr.errors + ts.errors + bad;
+        return send_report(s, rp, rep);
+    }
+    PeerReport rep{};
+    st = recv_report(s, rp, 1, &rep);
+    if (st != P2P_OK) {
+        return st;
+    }
+    r->test = "lat";
+    r->size = size;
+    r->iters = iters;
+    r->msgs_per_iter = 1;
+    r->time_s = total_us / 1e6;
+    r->samples_us = std::move(samples);
+    r->bytes_expected = size * iters;
+    r->bytes_sent = ts.bytes;
+    r->bytes_received = rep.bytes_received;
+    r->errors = ts.errors + tr.errors + bad + rep.errors;
+    return P2P_OK;
+}
+
+/* ------------------------------------------------------------ bw/rate/batch */
+
+namespace {
+
+/** Post `count` transfers of iteration i (sends on rank 0, receives on 1). */
+p2p_status_t post_iteration(Session &s, bool batch, size_t size,
+                            uint32_t count, uint64_t i, size_t nslots,
+                            std::vector<p2p_block_t> *blocks) {
+    const size_t stride = slot_stride(size);
+    const bool sender = (s.rank == 0);
+    const uint32_t peer = sender ? 1 : 0;
+    for (uint32_t j = 0; j < count; ++j) {
+        uint64_t m = i * count + j;
+        char *buf = s.data.data() + (m % nslots) * stride;
+        if (s.opts.check) {
+            if (sender) {
+                fill_pattern(buf, size, m);
+            } else {
+                std::memset(buf, 0, size);
+            }
+        }
+        if (batch) {
+            (*blocks)[j] = p2p_block_t{peer, s.tag_data(j), buf, size,
+                                       s.data.mem(), nullptr};
+            continue;
+        }
+        p2p_status_t st =
+            sender ? p2p_comm_send(s.comm.get(), peer, s.tag_data(j), buf,
+                                   size, s.data.mem(), nullptr)
+                   : p2p_comm_recv(s.comm.get(), peer, s.tag_data(j), buf,
+                                   size, s.data.mem(), nullptr);
+        if (st != P2P_OK) {
+            return st;
+        }
+    }
+    if (!batch) {
+        return P2P_OK;
+    }
+    size_t bad_index = 0;
+    return sender ? p2p_comm_send_batch(s.comm.get(), blocks->data(), count,
+                                        &bad_index)
+                  : p2p_comm_recv_batch(s.comm.get(), blocks->data(), count,
+                                        &bad_index);
+}
+
+uint64_t verify_iteration(Session &s, size_t size, uint32_t count,
+                          uint64_t i, size_t nslots) {
+    uint64_t bad = 0;
+    for (uint32_t j = 0; j < count; ++j) {
+        uint64_t m = i * count + j;
+        const char *buf = s.data.data() + (m % nslots) * slot_stride(size);
+        bad += check_pattern(buf, size, m) ? 0 : 1;
+    }
+    return bad;
+}
+
+} // namespace
+
+p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
+                        Result *r) {
+    const Options &o = s.opts;
+    const bool batch = (test == "batch");
+    const uint32_t count = batch ? o.batch_count : o.window;
+    const uint64_t iters = test_iters(o, test, size, count);
+    const uint64_t warm = test_warmup(o, iters);
+    const size_t nslots = slot_count(o, size, count);
+    p2p_comm_h comm = s.comm.get();
+    char *ack_send = s.ctrl.data() + kCtrlAckSend;
+    char *ack_recv = s.ctrl.data() + kCtrlAckRecv;
+    std::vector<p2p_block_t> blocks(batch ? count : 0);
+    Reaper rp(comm, o.use_wait);
+    rp.set_deadline(s.deadline());
+    Tally ts, tr;
+    uint64_t bad = 0;
+    std::vector<double> samples;
+    samples.reserve(iters);
+    double t_start = 0, t_end = 0;
+    p2p_status_t st = P2P_OK;
+
+    if (s.rank == 1) { /* receives of iteration 0 go up before any send */
+        st = post_iteration(s, batch, size, count, 0, nslots, &blocks);
+    }
+    for (uint64_t i = 0; i < warm + iters && st == P2P_OK; ++i) {
+        if (i == warm) {
+            ts = Tally();
+            tr = Tally();
+            bad = 0;
+            t_start = now_us();
+        }
+        if (s.rank == 0) {
+            double t0 = now_us();
+            st = p2p_comm_recv(comm, 1, s.tag_ack(), ack_recv, 8,
+                               s.ctrl.mem(), nullptr);
+            if (st == P2P_OK) {
+                st = post_iteration(s, batch, size, count, i, nslots,
+                                    &blocks);
+            }
+            if (st == P2P_OK) {
+                st = rp.reap_both(count, &ts, 1, &tr);
+            }
+            if (i >= warm) {
+                samples.push_back((now_us() - t0) / count);
+            }
+        } else {
+            st = rp.reap(P2P_QUEUE_RECV, count, &tr);
+            if (st == P2P_OK && o.check) {
+                bad += verify_iteration(s, size, count, i, nslots);
+            }
+            if (st == P2P_OK && i + 1 < warm + iters) {
+                st = post_iteration(s, batch, size, count, i + 1, nslots,
+                                    &blocks);
+            }
+            if (st == P2P_OK) {
+                st = p2p_comm_send(comm, 0, s.tag_ack(), ack_send, 8,
+                                   s.ctrl.mem(), nullptr);
+            }
+            if (st == P2P_OK) {
+                Tally ack;
+                st = rp.reap(P2P_QUEUE_SEND, 1, &ack);
+                ts.errors += ack.errors;
+            }
+        }
+    }
+    t_end = now_us();
+    if (st != P2P_OK) {
+        return st;
+    }
+    if (s.rank == 1) {
+        PeerReport rep{};
+        rep.bytes_received = tr.bytes;
+        rep.bytes_sent = ts.bytes;
+        rep.errors = tr.errors + ts.errors + bad;
+        return send_report(s, rp, rep);
+    }
+    PeerReport rep{};
+    st = recv_report(s, rp, 1, &rep);
+    if (st != P2P_OK) {
+        return st;
+    }
+    r->test = test;
+    r->size = size;
+    r->iters = iters;
+    r->msgs_per_iter = count;
+    r->time_s = (t_end - t_start) / 1e6;
+    r->samples_us = std::move(samples);
+    r->bytes_expected = uint64_t(size) * count * iters;
+    r->bytes_sent = ts.bytes;
+    r->bytes_received = rep.bytes_received;
+    r->errors = ts.errors + tr.errors + rep.errors;
+    return P2P_OK;
+}
+
+} // namespace perftest

@@ -1,0 +1,174 @@
+/*
+ * p2p_perftest: ucx_perftest-style benchmark of the public ucxp2p API.
+ * See options.cc (--help) for the tests and docs/PERFORMANCE.md for how
+ * results are produced and compared.
+ */
+#include "kernels.h"
+#include "options.h"
+#include "report.h"
+#include "runtime.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace perftest;
+
+namespace {
+
+bool is_collective(const std::string &test) {
+    return test == "setup" || test == "mem";
+}
+
+struct Point {
+    std::string test;
+    size_t size;
+};
+
+/** Ranks >= 2 sleep in p2p_comm_wait until rank 0 says go (or done). */
+p2p_status_t wait_go(Session &s, double deadline_us) {
+    Reaper rp(s.comm.get(), true);
+    rp.set_deadline(deadline_us);
+    char *buf = s.ctrl.data() + kCtrlAckRecv;
+    p2p_status_t st = p2p_comm_recv(s.comm.get(), 0, s.tag_go(), buf, 8,
+                                    s.ctrl.mem(), nullptr);
+    if (st != P2P_OK) {
+        return st;
+    }
+    Tally t;
+    st = rp.reap(P2P_QUEUE_RECV, 1, &t);
+    return st != P2P_OK ? st : t.first_error;
+}
+
+p2p_status_t send_go(Session &s) {
+    Reaper rp(s.comm.get(), true);
+    rp.set_deadline(s.deadline());
+    char *buf = s.ctrl.data() + kCtrlAckSend;
+    uint64_t n = 0;
+    for (uint32_t p = 2; p < s.size; ++p) {
+        p2p_status_t st = p2p_comm_send(s.comm.get(), p, s.tag_go(), buf, 8,
+                                        s.ctrl.mem(), nullptr);
+        if (st != P2P_OK) {
+            return st;
+        }
+        ++n;
+    }
+    Tally t;
+    p2p_status_t st = rp.reap(P2P_QUEUE_SEND, n, &t);
+    return st != P2P_OK ? st : t.first_error;
+}
+
+int fail(Session &s, const char *what, p2p_status_t st) {
+    report_error(s.rank, what, st);
+    return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options opts;
+    int rc = options_parse(argc, argv, &opts);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    Session s(opts);
+    p2p_status_t st = s.ctx.create();
+    if (st != P2P_OK) {
+        return fail(s, "p2p_context_create", st);
+    }
+    st = s.boot.create();
+    if (st != P2P_OK) {
+        return fail(s, "bootstrap", st);
+    }
+    s.rank = s.boot.info().rank;
+    s.size = s.boot.info().size;
+    if (s.size < 2) {
+        std::fprintf(stderr, "p2p_perftest: needs at least 2 ranks (got %u);"
+                     " start it with p2prun -n 2, mpirun -n 2 or srun -n 2\n",
+                     s.size);
+        return 2;
+    }
+    st = s.comm.create(s.ctx.get(), s.boot.get());
+    if (st != P2P_OK) {
+        return fail(s, "p2p_comm_create", st);
+    }
+    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts));
+    if (st == P2P_OK) {
+        st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
+    }
+    if (st != P2P_OK) {
+        return fail(s, "p2p_mem_register", st);
+    }
+
+    std::vector<Point> points;
+    for (const std::string &t : opts.tests) {
+        for (size_t size : test_sizes(opts, t)) {
+            points.push_back({t, size});
+        }
+    }
+    const double idle_deadline =
+        now_us() + opts.timeout_s * 1e6 * double(points.size() + 2);
+    std::unique_ptr<Reporter> rep;
+    if (s.rank == 0) {
+        rep = std::make_unique<Reporter>(opts, s.size, s.boot.info().name);
+    }
+
+    for (size_t i = 0; i < points.size(); ++i) {
+        const Point &pt = points[i];
+        s.seq = static_cast<uint32_t>(i + 1);
+        const bool coll = is_collective(pt.test);
+        if (s.rank >= 2 && !coll) {
+            continue; /* ranks 0 and 1 measure; the others idle */
+        }
+        if (coll && s.size > 2) {
+            st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
+                                                  ? wait_go(s, idle_deadline)
+                                                  : P2P_OK;
+            if (st != P2P_OK) {
+                return fail(s, "start of a collective test", st);
+            }
+        }
+        if (s.rank == 0 && !opts.quiet) {
+            std::fprintf(stderr, "p2p_perftest: [%zu/%zu] %s size %zu ...\n",
+                         i + 1, points.size(), pt.test.c_str(), pt.size);
+        }
+        Result r;
+        if (pt.test == "lat") {
+            st = run_lat(s, pt.size, &r);
+        } else if (pt.test == "setup") {
+            st = run_setup(s, &r);
+        } else if (pt.test == "mem") {
+            st = run_mem(s, &r);
+        } else {
+            st = run_stream(s, pt.test, pt.size, &r);
+        }
+        if (st != P2P_OK) {
+            std::string what = "test " + pt.test + " size " +
+                               std::to_string(pt.size);
+            return fail(s, what.c_str(), st);
+        }
+        if (s.rank == 0) {
+            rep->add(r);
+        }
+    }
+    /* release the idle ranks, then leave together */
+    s.seq = static_cast<uint32_t>(points.size() + 1);
+    if (s.size > 2) {
+        st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
+                                              ? wait_go(s, idle_deadline)
+                                              : P2P_OK;
+        if (st != P2P_OK) {
+            return fail(s, "end of run", st);
+        }
+    }
+    if (rep) {
+        rep->finish();
+    }
+    st = p2p_bootstrap_barrier(s.boot.get());
+    if (st != P2P_OK) {
+        return fail(s, "final barrier", st);
+    }
+    return 0;
+}

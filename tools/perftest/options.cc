@@ -1,0 +1,259 @@
+#include "options.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <getopt.h>
+#include <sstream>
+
+namespace perftest {
+
+namespace {
+
+const char *const kAllTests[] = {"lat", "bw", "batch", "rate", "setup", "mem"};
+
+bool known_test(const std::string &t) {
+    for (const char *k : kAllTests) {
+        if (t == k) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool parse_u64(const char *text, uint64_t *out) {
+    if (text == nullptr || *text == '\0' || *text == '-') {
+        return false;
+    }
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+std::vector<std::string> split(const std::string &s, char sep) {
+    std::vector<std::string> parts;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, sep)) {
+        parts.push_back(item);
+    }
+    return parts;
+}
+
+} // namespace
+
+bool parse_size(const std::string &text, size_t *out) {
+    if (text.empty() || text[0] == '-') {
+        return false;
+    }
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str()) {
+        return false;
+    }
+    unsigned shift = 0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: return false;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b') { /* "KiB", "KB" */
+        end += (*end == 'i') ? 1 : 0;
+        if (*end == 'B' || *end == 'b') {
+            ++end;
+        }
+    }
+    if (*end != '\0' || (shift != 0 && (v >> (64 - shift)) != 0)) {
+        return false;
+    }
+    *out = static_cast<size_t>(v << shift);
+    return true;
+}
+
+bool parse_size_list(const std::string &text, std::vector<size_t> *out) {
+    std::vector<size_t> sizes;
+    for (const std::string &item : split(text, ',')) {
+        std::vector<std::string> range = split(item, ':');
+        if (range.size() == 1) {
+            size_t v;
+            if (!parse_size(range[0], &v)) {
+                return false;
+            }
+            sizes.push_back(v);
+            continue;
+        }
+        size_t lo, hi, factor = 2;
+        if (range.size() > 3 || !parse_size(range[0], &lo) ||
+            !parse_size(range[1], &hi) || lo == 0 || lo > hi ||
+            (range.size() == 3 &&
+             (!parse_size(range[2], &factor) || factor < 2))) {
+            return false;
+        }
+        for (size_t v = lo; v <= hi; v *= factor) {
+            sizes.push_back(v);
+            if (v > SIZE_MAX / factor) {
+                break;
+            }
+        }
+    }
+    if (sizes.empty()) {
+        return false;
+    }
+    *out = sizes;
+    return true;
+}
+
+void options_usage(const char *prog) {
+    std::printf(
+        "Usage: %s [options]\n"
+        "Point-to-point benchmark of libucxp2p (ucx_perftest-style).\n"
+        "Start it with 2 or more ranks under p2prun, mpirun or srun; the\n"
+        "bootstrap is P2P_BOOTSTRAP_AUTO. Ranks 0 and 1 measure, rank 0\n"
+        "prints; other ranks idle (they only join the collective tests).\n"
+        "\n"
+        "Tests (-t, comma separated; default lat,bw):\n"
+        "  lat    ping-pong; latency = round trip / 2\n"
+        "  bw     window of W messages in flight, then a 8-byte ack\n"
+        "  batch  one p2p_comm_send_batch/recv_batch of COUNT blocks per\n"
+        "         iteration, then an ack (default 128x512K)\n"
+        "  rate   as bw, reported as messages/s (default size 8)\n"
+        "  setup  p2p_comm_create time (after context init) and time to\n"
+        "         the first message round trip on the new communicator\n"
+        "  mem    RSS and pinned (VmPin) bytes added per communicator and\n"
+        "         per connected peer (all ranks take part)\n"
+        "\n"
+        "Options:\n"
+        "  -t LIST        tests to run\n"
+        "  -s LIST        sizes: 8:4M (doubling), 1K:1M:4 (factor 4),\n"
+        "                 8,64,1K or mixes. Default: lat 8, bw 8:4M,\n"
+        "                 rate 8, batch its block size\n"
+        "  -n N           timed iterations per point (default: scaled by\n"
+        "                 size, see docs/PERFORMANCE.md)\n"
+        "  -w N           warm-up iterations (default n/10, at least 2)\n"
+        "  -W N           window: messages in flight for bw/rate (64)\n"
+        "  -b COUNTxSIZE  batch shape, e.g. 128x512K (default)\n"
+        "  -p BYTES       rotating buffer pool of BYTES (e.g. 1G) so\n"
+        "                 cache effects show; default 0 = reuse one buffer\n"
+        "                 per rank for every message (like ucx_perftest)\n"
+        "  -m TYPE        memory type: host only in this build (CUDA not\n"
+        "                 supported by p2p_perftest yet)\n"
+        "  -c N           communicators created by the mem test (8)\n"
+        "  --wait         complete with p2p_comm_wait instead of a\n"
+        "                 p2p_comm_poll busy loop (the default)\n"
+        "  --check        fill payloads and verify them on receipt\n"
+        "                 (slower; for correctness runs)\n"
+        "  --timeout SEC  bound on one measurement point (60)\n"
+        "  --csv          print CSV instead of a table\n"
+        "  --json         print JSON instead of a table\n"
+        "  -q, --quiet    no progress lines on stderr\n"
+        "  -h, --help     this text;  -V, --version  library version\n"
+        "\n"
+        "Units: MB/s = 1e6 bytes/s, MiB/s = 2^20 bytes/s. Latency columns\n"
+        "are microseconds per message (bw/rate/batch: iteration time /\n"
+        "messages per iteration).\n",
+        prog);
+}
+
+int options_parse(int argc, char **argv, Options *opts) {
+    enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON };
+    static const struct option kLong[] = {
+        {"wait", no_argument, nullptr, OPT_WAIT},
+        {"check", no_argument, nullptr, OPT_CHECK},
+        {"timeout", required_argument, nullptr, OPT_TIMEOUT},
+        {"csv", no_argument, nullptr, OPT_CSV},
+        {"json", no_argument, nullptr, OPT_JSON},
+        {"quiet", no_argument, nullptr, 'q'},
+        {"help", no_argument, nullptr, 'h'},
+        {"version", no_argument, nullptr, 'V'},
+        {nullptr, 0, nullptr, 0}};
+    Options o;
+    std::string tests = "lat,bw";
+    const char *prog = argc > 0 ? argv[0] : "p2p_perftest";
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:s:n:w:W:b:p:m:c:qhV", kLong,
+                            nullptr)) != -1) {
+        bool ok = true;
+        uint64_t v = 0;
+        switch (c) {
+        case 't': tests = optarg; break;
+        case 's': ok = parse_size_list(optarg, &o.sizes); break;
+        case 'n': ok = parse_u64(optarg, &o.iters) && o.iters > 0; break;
+        case 'w': ok = parse_u64(optarg, &o.warmup); break;
+        case 'W':
+            ok = parse_u64(optarg, &v) && v > 0 && v <= 65536;
+            o.window = static_cast<uint32_t>(v);
+            break;
+        case 'b': {
+            std::vector<std::string> p = split(optarg, 'x');
+            ok = p.size() == 2 && parse_u64(p[0].c_str(), &v) && v > 0 &&
+                 v <= 65536 && parse_size(p[1], &o.batch_size);
+            o.batch_count = static_cast<uint32_t>(v);
+            break;
+        }
+        case 'p': ok = parse_size(optarg, &o.pool_bytes); break;
+        case 'm':
+            o.mem_type = optarg;
+            if (o.mem_type != "host") {
+                std::fprintf(stderr, "%s: memory type '%s' is not supported "
+                             "(host only)\n", prog, optarg);
+                return -1;
+            }
+            break;
+        case 'c':
+            ok = parse_u64(optarg, &v) && v > 0 && v <= 200;
+            o.comms = static_cast<uint32_t>(v);
+            break;
+        case OPT_WAIT: o.use_wait = true; break;
+        case OPT_CHECK: o.check = true; break;
+        case OPT_TIMEOUT:
+            ok = parse_u64(optarg, &v) && v > 0 && v <= 86400;
+            o.timeout_s = static_cast<double>(v);
+            break;
+        case OPT_CSV: o.format = Format::CSV; break;
+        case OPT_JSON: o.format = Format::JSON; break;
+        case 'q': o.quiet = true; break;
+        case 'h': options_usage(prog); return 1;
+        case 'V': std::printf("p2p_perftest (ucxp2p %s)\n", p2p_version());
+            return 1;
+        default: return -1; /* getopt printed the reason */
+        }
+        if (!ok) {
+            std::fprintf(stderr, "%s: bad value for -%c: '%s'\n", prog,
+                         c < 256 ? c : '-', optarg ? optarg : "");
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        std::fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
+                     argv[optind]);
+        return -1;
+    }
+    for (const std::string &t : split(tests, ',')) {
+        if (!known_test(t)) {
+            std::fprintf(stderr, "%s: unknown test '%s' (lat, bw, batch, "
+                         "rate, setup, mem)\n", prog, t.c_str());
+            return -1;
+        }
+        o.tests.push_back(t);
+    }
+    if (o.tests.empty()) {
+        std::fprintf(stderr, "%s: no test given\n", prog);
+        return -1;
+    }
+    *opts = o;
+    return 0;
+}
+
+} // namespace perftest

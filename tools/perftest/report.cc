@@ -1,0 +1,209 @@
+#include "report.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace perftest {
+
+namespace {
+
+double percentile(const std::vector<double> &sorted, double p) {
+    /* nearest-rank percentile */
+    size_t n = sorted.size();
+    size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * n));
+    rank = std::min(std::max<size_t>(rank, 1), n);
+    return sorted[rank - 1];
+}
+
+const char *kCsvHeader =
+    "test,size,iterations,msgs_per_iter,time_s,lat_avg_us,lat_min_us,"
+    "lat_p50_us,lat_p90_us,lat_p99_us,lat_max_us,bw_MBps,bw_MiBps,msg_rate,"
+    "bytes_expected,bytes_sent,bytes_received,errors,extra";
+
+std::string extra_text(const Result &r, char kv, char sep) {
+    std::string s;
+    char buf[96];
+    for (const auto &e : r.extra) {
+        std::snprintf(buf, sizeof(buf), "%s%c%.3f", e.first.c_str(), kv,
+                      e.second);
+        if (!s.empty()) {
+            s += sep;
+        }
+        s += buf;
+    }
+    return s;
+}
+
+} // namespace
+
+Stats stats_of(std::vector<double> samples) {
+    Stats s;
+    if (samples.empty()) {
+        return s;
+    }
+    std::sort(samples.begin(), samples.end());
+    double sum = 0;
+    for (double v : samples) {
+        sum += v;
+    }
+    s.avg = sum / samples.size();
+    s.min = samples.front();
+    s.max = samples.back();
+    s.p50 = percentile(samples, 50);
+    s.p90 = percentile(samples, 90);
+    s.p99 = percentile(samples, 99);
+    return s;
+}
+
+double result_mbps(const Result &r) {
+    return r.time_s > 0 ? r.bytes_expected / r.time_s / 1e6 : 0.0;
+}
+
+double result_mibps(const Result &r) {
+    return r.time_s > 0 ? r.bytes_expected / r.time_s / 1048576.0 : 0.0;
+}
+
+double result_msg_rate(const Result &r) {
+    return r.time_s > 0 ? double(r.iters) * r.msgs_per_iter / r.time_s : 0.0;
+}
+
+std::string json_escape(const std::string &s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+Reporter::Reporter(const Options &opts, uint32_t world_size,
+                   const char *bootstrap)
+    : opts_(opts), world_size_(world_size), bootstrap_(bootstrap) {}
+
+void Reporter::header() {
+    if (header_done_) {
+        return;
+    }
+    header_done_ = true;
+    if (opts_.format == Format::CSV) {
+        std::printf("%s\n", kCsvHeader);
+    } else if (opts_.format == Format::TABLE) {
+        std::printf("# p2p_perftest (ucxp2p %s) ranks=%u bootstrap=%s "
+                    "completion=%s buffers=%s\n",
+                    p2p_version(), world_size_, bootstrap_.c_str(),
+                    opts_.use_wait ? "wait" : "poll",
+                    opts_.pool_bytes ? "pool" : "reuse");
+        std::printf("+-------+----------+---------+------+-----------------"
+                    "------------------------------+---------------------+"
+                    "-------------+\n");
+        std::printf("|       |          |         |      |             "
+                    "latency (usec/msg)                | bandwidth           "
+                    "|             |\n");
+        std::printf("| test  |     size |   iters |  win |     avg      min"
+                    "      p50      p90      p99 |     MB/s      MiB/s |"
+                    "       msg/s |\n");
+        std::printf("+-------+----------+---------+------+-----------------"
+                    "------------------------------+---------------------+"
+                    "-------------+\n");
+    }
+    std::fflush(stdout);
+}
+
+void Reporter::add(const Result &r) {
+    header();
+    results_.push_back(r);
+    Stats s = stats_of(r.samples_us);
+    if (opts_.format == Format::CSV) {
+        std::printf("%s,%zu,%llu,%u,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+                    "%.2f,%.2f,%.1f,%llu,%llu,%llu,%llu,%s\n",
+                    r.test.c_str(), r.size, (unsigned long long)r.iters,
+                    r.msgs_per_iter, r.time_s, s.avg, s.min, s.p50, s.p90,
+                    s.p99, s.max, result_mbps(r), result_mibps(r),
+                    result_msg_rate(r), (unsigned long long)r.bytes_expected,
+                    (unsigned long long)r.bytes_sent,
+                    (unsigned long long)r.bytes_received,
+                    (unsigned long long)r.errors,
+                    extra_text(r, '=', ';').c_str());
+    } else if (opts_.format == Format::TABLE) {
+        std::printf("| %-5s | %8zu | %7llu | %4u | %8.3f %8.3f %8.3f %8.3f "
+                    "%8.3f | %9.1f %9.1f | %11.0f |",
+                    r.test.c_str(), r.size, (unsigned long long)r.iters,
+                    r.msgs_per_iter, s.avg, s.min, s.p50, s.p90, s.p99,
+                    result_mbps(r), result_mibps(r), result_msg_rate(r));
+        if (!r.extra.empty()) {
+            std::printf(" %s", extra_text(r, '=', ' ').c_str());
+        }
+        if (r.errors != 0) {
+            std::printf(" ERRORS=%llu", (unsigned long long)r.errors);
+        }
+        std::printf("\n");
+    }
+    std::fflush(stdout);
+}
+
+void Reporter::finish() {
+    if (opts_.format == Format::TABLE && header_done_) {
+        std::printf("+-------+----------+---------+------+-----------------"
+                    "------------------------------+---------------------+"
+                    "-------------+\n");
+    }
+    if (opts_.format != Format::JSON) {
+        std::fflush(stdout);
+        return;
+    }
+    std::printf("{\n  \"tool\": \"p2p_perftest\",\n  \"version\": \"%s\",\n"
+                "  \"timestamp\": %lld,\n  \"ranks\": %u,\n"
+                "  \"bootstrap\": \"%s\",\n  \"completion\": \"%s\",\n"
+                "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n"
+                "  \"window\": %u,\n  \"check\": %s,\n  \"results\": [",
+                json_escape(p2p_version()).c_str(),
+                (long long)std::time(nullptr), world_size_,
+                json_escape(bootstrap_).c_str(),
+                opts_.use_wait ? "wait" : "poll",
+                opts_.pool_bytes ? "pool" : "reuse", opts_.pool_bytes,
+                opts_.window, opts_.check ? "true" : "false");
+    for (size_t i = 0; i < results_.size(); ++i) {
+        const Result &r = results_[i];
+        Stats s = stats_of(r.samples_us);
+        std::printf("%s\n    {\"test\": \"%s\", \"size\": %zu, "
+                    "\"iterations\": %llu, \"msgs_per_iter\": %u, "
+                    "\"time_s\": %.10g,\n     \"latency_us\": {\"avg\": %.10g, "
+                    "\"min\": %.10g, \"p50\": %.10g, \"p90\": %.10g, "
+                    "\"p99\": %.10g, \"max\": %.10g},\n"
+                    "     \"bw_MBps\": %.10g, \"bw_MiBps\": %.10g, "
+                    "\"msg_rate\": %.10g,\n     \"bytes_expected\": %llu, "
+                    "\"bytes_sent\": %llu, \"bytes_received\": %llu, "
+                    "\"errors\": %llu",
+                    i ? "," : "", json_escape(r.test).c_str(), r.size,
+                    (unsigned long long)r.iters, r.msgs_per_iter, r.time_s,
+                    s.avg, s.min, s.p50, s.p90, s.p99, s.max, result_mbps(r),
+                    result_mibps(r), result_msg_rate(r),
+                    (unsigned long long)r.bytes_expected,
+                    (unsigned long long)r.bytes_sent,
+                    (unsigned long long)r.bytes_received,
+                    (unsigned long long)r.errors);
+        std::printf(",\n     \"extra\": {");
+        for (size_t k = 0; k < r.extra.size(); ++k) {
+            std::printf("%s\"%s\": %.10g", k ? ", " : "",
+                        json_escape(r.extra[k].first).c_str(),
+                        r.extra[k].second);
+        }
+        std::printf("}}");
+    }
+    std::printf("\n  ]\n}\n");
+    std::fflush(stdout);
+}
+
+} // namespace perftest

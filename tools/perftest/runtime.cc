@@ -1,0 +1,271 @@
+#include "runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+namespace perftest {
+
+void report_error(uint32_t rank, const char *what, p2p_status_t st) {
+    std::fprintf(stderr, "p2p_perftest: rank %u: %s: %s (%d)\n", rank, what,
+                 p2p_status_string(st), static_cast<int>(st));
+}
+
+/* ------------------------------------------------------------ owners */
+
+Context::~Context() {
+    if (h_ != nullptr) {
+        p2p_context_destroy(h_);
+    }
+}
+
+p2p_status_t Context::create() { return p2p_context_create(nullptr, &h_); }
+
+Bootstrap::~Bootstrap() {
+    if (h_ != nullptr) {
+        p2p_bootstrap_destroy(h_);
+    }
+}
+
+namespace {
+
+const char *env(const char *name) {
+    const char *v = std::getenv(name);
+    return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+/** Job size announced by a launcher that the library may not know. */
+long launcher_size() {
+    for (const char *n : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE",
+                          "PMIX_SIZE"}) {
+        if (const char *v = env(n)) {
+            return std::strtol(v, nullptr, 10);
+        }
+    }
+    return 0;
+}
+
+void set_if_unset(const char *name, const char *value) {
+    if (value != nullptr && env(name) == nullptr) {
+        setenv(name, value, 0);
+    }
+}
+
+/** Map mpirun/srun variables onto the env/TCP bootstrap's variables. */
+bool bridge_launcher_env() {
+    const char *rank = nullptr, *size = nullptr, *lrank = nullptr,
+               *lsize = nullptr;
+    std::string token;
+    if ((rank = env("OMPI_COMM_WORLD_RANK")) != nullptr) {
+        size = env("OMPI_COMM_WORLD_SIZE");
+        lrank = env("OMPI_COMM_WORLD_LOCAL_RANK");
+        lsize = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+        const char *job = env("PMIX_NAMESPACE");
+        job = job ? job : env("OMPI_MCA_ess_base_jobid");
+        token = job ? std::string("ompi-") + job : "";
+    } else if ((rank = env("SLURM_PROCID")) != nullptr) {
+        size = env("SLURM_NTASKS");
+        lrank = env("SLURM_LOCALID");
+        const char *job = env("SLURM_JOB_ID"), *step = env("SLURM_STEP_ID");
+        token = std::string("slurm-") + (job ? job : "") + "." +
+                (step ? step : "");
+    } else if ((rank = env("PMI_RANK")) != nullptr) {
+        size = env("PMI_SIZE");
+    }
+    if (rank == nullptr || size == nullptr) {
+        return false;
+    }
+    set_if_unset("P2P_RANK", rank);
+    set_if_unset("P2P_WORLD_SIZE", size);
+    set_if_unset("P2P_LOCAL_RANK", lrank);
+    set_if_unset("P2P_LOCAL_WORLD_SIZE", lsize);
+    if (!token.empty()) {
+        set_if_unset("P2P_JOB_TOKEN", token.c_str());
+    }
+    return true;
+}
+
+} // namespace
+
+p2p_status_t Bootstrap::create() {
+    p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &h_);
+    if (st != P2P_OK) {
+        h_ = nullptr;
+        return st;
+    }
+    st = p2p_bootstrap_query(h_, &info_);
+    if (st != P2P_OK) {
+        return st;
+    }
+    if (info_.size == 1 && launcher_size() > 1 && env("P2P_BOOTSTRAP") ==
+        nullptr && bridge_launcher_env()) {
+        p2p_bootstrap_destroy(h_);
+        h_ = nullptr;
+        st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &h_);
+        if (st != P2P_OK) {
+            h_ = nullptr;
+            return st;
+        }
+        st = p2p_bootstrap_query(h_, &info_);
+    }
+    return st;
+}
+
+Comm::~Comm() { destroy(); }
+
+p2p_status_t Comm::create(p2p_context_h ctx, p2p_bootstrap_h boot) {
+    p2p_comm_h h = nullptr;
+    p2p_status_t st = p2p_comm_create(ctx, boot, &h);
+    if (st == P2P_OK) {
+        destroy();
+        h_ = h;
+    }
+    return st;
+}
+
+p2p_status_t Comm::destroy() {
+    p2p_status_t st = P2P_OK;
+    if (h_ != nullptr) {
+        st = p2p_comm_destroy(h_);
+        h_ = nullptr;
+    }
+    return st;
+}
+
+Buffer::~Buffer() {
+    if (mem_ != nullptr) {
+        p2p_mem_deregister(mem_);
+    }
+    std::free(data_);
+}
+
+p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes) {
+    const size_t page = 4096;
+    bytes = std::max<size_t>((bytes + page - 1) / page * page, page);
+    void *p = nullptr;
+    if (posix_memalign(&p, page, bytes) != 0) {
+        return P2P_ERR_NO_MEMORY;
+    }
+    std::memset(p, 0, bytes); /* first touch outside the timed loops */
+    p2p_mem_h mem = nullptr;
+    p2p_status_t st = p2p_mem_register(ctx, p, bytes, &mem);
+    if (st != P2P_OK) {
+        std::free(p);
+        return st;
+    }
+    data_ = static_cast<char *>(p);
+    size_ = bytes;
+    mem_ = mem;
+    return P2P_OK;
+}
+
+/* ------------------------------------------------------------ completions */
+
+p2p_status_t Reaper::pop(p2p_queue_t q, uint64_t max, int timeout_ms,
+                         Tally *t, uint64_t *got) {
+    p2p_completion_t entries[64];
+    size_t want = static_cast<size_t>(std::min<uint64_t>(max, 64));
+    size_t n = 0;
+    p2p_status_t st =
+        (timeout_ms >= 0)
+            ? p2p_comm_wait(comm_, q, entries, want, &n, timeout_ms)
+            : p2p_comm_poll(comm_, q, entries, want, &n);
+    if (st == P2P_ERR_TIMEOUT) {
+        st = P2P_OK;
+        n = 0;
+    }
+    if (st != P2P_OK) {
+        return st;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        t->count++;
+        if (entries[i].status == P2P_OK) {
+            t->bytes += entries[i].bytes;
+        } else {
+            if (t->errors++ == 0) {
+                t->first_error = entries[i].status;
+            }
+        }
+    }
+    *got = n;
+    return P2P_OK;
+}
+
+p2p_status_t Reaper::reap(p2p_queue_t q, uint64_t n, Tally *t) {
+    Tally none;
+    return q == P2P_QUEUE_SEND ? reap_both(n, t, 0, &none)
+                               : reap_both(0, &none, n, t);
+}
+
+p2p_status_t Reaper::reap_both(uint64_t ns, Tally *ts, uint64_t nr,
+                               Tally *tr) {
+    unsigned spins = 0;
+    while (ns > 0 || nr > 0) {
+        uint64_t got = 0;
+        int timeout_ms = -1; /* poll */
+        if (wait_) {
+            double left_ms = (deadline_us_ - now_us()) / 1000.0;
+            timeout_ms = static_cast<int>(std::max(0.0, std::min(left_ms,
+                                                                 100.0)));
+            /* with both queues pending, do not sleep long on one of them */
+            if (ns > 0 && nr > 0) {
+                timeout_ms = std::min(timeout_ms, 1);
+            }
+        }
+        if (nr > 0) {
+            p2p_status_t st = pop(P2P_QUEUE_RECV, nr, timeout_ms, tr, &got);
+            if (st != P2P_OK) {
+                return st;
+            }
+            nr -= got;
+        }
+        if (ns > 0) {
+            p2p_status_t st = pop(P2P_QUEUE_SEND, ns, timeout_ms, ts, &got);
+            if (st != P2P_OK) {
+                return st;
+            }
+            ns -= got;
+        }
+        if ((++spins & 1023u) == 0 || wait_) {
+            if (now_us() > deadline_us_ && (ns > 0 || nr > 0)) {
+                return P2P_ERR_TIMEOUT;
+            }
+        }
+    }
+    return P2P_OK;
+}
+
+/* ------------------------------------------------------------ process info */
+
+uint64_t rss_bytes() {
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr) {
+        return 0;
+    }
+    unsigned long long size = 0, resident = 0;
+    int n = std::fscanf(f, "%llu %llu", &size, &resident);
+    std::fclose(f);
+    return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE))
+                  : 0;
+}
+
+uint64_t pinned_bytes() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) {
+        return 0;
+    }
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+        if (std::sscanf(line, "VmPin: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+    std::fclose(f);
+    return kb * 1024;
+}
+
+} // namespace perftest

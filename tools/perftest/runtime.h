@@ -1,0 +1,138 @@
+/*
+ * p2p_perftest runtime: RAII owners of the library handles, the registered
+ * buffer pool, and completion reaping with a deadline (poll loop or wait).
+ */
+#ifndef UCXP2P_TOOLS_PERFTEST_RUNTIME_H
+#define UCXP2P_TOOLS_PERFTEST_RUNTIME_H
+
+#include "options.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace perftest {
+
+using Clock = std::chrono::steady_clock;
+
+inline double now_us() {
+    return std::chrono::duration<double, std::micro>(
+               Clock::now().time_since_epoch()).count();
+}
+
+/** Print "p2p_perftest: rank R: what: status" to stderr. */
+void report_error(uint32_t rank, const char *what, p2p_status_t st);
+
+/* ------------------------------------------------------------ owners */
+
+class Context {
+public:
+    Context() = default;
+    ~Context();
+    Context(const Context &) = delete;
+    Context &operator=(const Context &) = delete;
+    p2p_status_t create();
+    p2p_context_h get() const { return h_; }
+
+private:
+    p2p_context_h h_ = nullptr;
+};
+
+class Bootstrap {
+public:
+    Bootstrap() = default;
+    ~Bootstrap();
+    Bootstrap(const Bootstrap &) = delete;
+    Bootstrap &operator=(const Bootstrap &) = delete;
+    /**
+     * P2P_BOOTSTRAP_AUTO; when that yields one rank while a launcher
+     * (mpirun, srun) says the job is larger and no PMIx bootstrap exists
+     * yet, map the launcher's variables onto the env/TCP bootstrap
+     * (single node: rank 0 listens on 127.0.0.1 unless MASTER_ADDR is set).
+     */
+    p2p_status_t create();
+    p2p_bootstrap_h get() const { return h_; }
+    const p2p_bootstrap_info_t &info() const { return info_; }
+
+private:
+    p2p_bootstrap_h h_ = nullptr;
+    p2p_bootstrap_info_t info_{};
+};
+
+class Comm {
+public:
+    Comm() = default;
+    ~Comm();
+    Comm(const Comm &) = delete;
+    Comm &operator=(const Comm &) = delete;
+    Comm(Comm &&o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+    p2p_status_t create(p2p_context_h ctx, p2p_bootstrap_h boot);
+    p2p_status_t destroy();
+    p2p_comm_h get() const { return h_; }
+
+private:
+    p2p_comm_h h_ = nullptr;
+};
+
+/** Page-aligned, pre-touched, registered host memory. */
+class Buffer {
+public:
+    Buffer() = default;
+    ~Buffer();
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    p2p_status_t create(p2p_context_h ctx, size_t bytes);
+    char *data() const { return data_; }
+    size_t size() const { return size_; }
+    p2p_mem_h mem() const { return mem_; }
+
+private:
+    char *data_ = nullptr;
+    size_t size_ = 0;
+    p2p_mem_h mem_ = nullptr;
+};
+
+/* ------------------------------------------------------------ completions */
+
+/** Totals gathered while reaping completions. */
+struct Tally {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    uint64_t errors = 0;
+    p2p_status_t first_error = P2P_OK;
+};
+
+/**
+ * Pops completions until the wanted number arrived or the deadline passed.
+ * Busy-polls p2p_comm_poll (the latency path: the caller drives progress),
+ * or blocks in p2p_comm_wait when use_wait.
+ */
+class Reaper {
+public:
+    Reaper(p2p_comm_h comm, bool use_wait) : comm_(comm), wait_(use_wait) {}
+    void set_deadline(double deadline_us) { deadline_us_ = deadline_us; }
+    /** Reap `n` entries from `q`. P2P_ERR_TIMEOUT past the deadline. */
+    p2p_status_t reap(p2p_queue_t q, uint64_t n, Tally *t);
+    /** Reap ns send and nr receive entries, whichever come first. */
+    p2p_status_t reap_both(uint64_t ns, Tally *ts, uint64_t nr, Tally *tr);
+
+private:
+    p2p_status_t pop(p2p_queue_t q, uint64_t max, int timeout_ms, Tally *t,
+                     uint64_t *got);
+    p2p_comm_h comm_;
+    bool wait_;
+    double deadline_us_ = 0;
+};
+
+/* ------------------------------------------------------------ process info */
+
+/** Resident set size in bytes (/proc/self/statm); 0 if unknown. */
+uint64_t rss_bytes();
+/** Pinned memory in bytes (VmPin of /proc/self/status); 0 if unknown. */
+uint64_t pinned_bytes();
+
+} // namespace perftest
+
+#endif
