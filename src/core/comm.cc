@@ -392,8 +392,9 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     Peer &p = peers_[peer];
     if (p.failed) return;
     p.failed = true;
-    P2P_LOG(P2P_LOG_WARN, "comm %u: peer rank %u failed: %s", id_, peer,
-            ucs_status_string(st));
+    // While shutting down, peers leaving first is expected, not a warning.
+    P2P_LOG(shut_.load() ? P2P_LOG_DEBUG : P2P_LOG_WARN,
+            "comm %u: peer rank %u failed: %s", id_, peer, ucs_status_string(st));
     failed_pending_.push_back(peer);
 }
 

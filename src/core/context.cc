@@ -34,14 +34,16 @@ void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) 
 }
 
 /** True unless UCX_TLS rules out every shared-memory transport (then the
- *  MM setting would only draw an "invalid configuration" warning). */
+ *  MM setting would only draw an "invalid configuration" warning; "self"
+ *  alone does not count: without the setting UCX reaches the own worker
+ *  over the other transports). */
 bool tls_may_use_shm() {
     const char *tls = std::getenv("UCX_TLS");
     if (tls == nullptr || tls[0] == '^') {
         return true;
     }
     std::string t(tls);
-    for (const char *name : {"all", "shm", "mm", "posix", "sysv", "self"}) {
+    for (const char *name : {"all", "shm", "mm", "posix", "sysv"}) {
         size_t pos = 0;
         while ((pos = t.find(name, pos)) != std::string::npos) {
             size_t end = pos + std::strlen(name);
