@@ -206,6 +206,10 @@ Comm::~Comm() {
             op->comm = nullptr;  // orphan: UCX still owns the request
         }
     }
+    for (Op *op : free_ops_) {
+        delete op;
+    }
+    free_ops_.clear();
     ctx_->release_comm_id(id_);
     cq_[0].notify_all();
     cq_[1].notify_all();
@@ -272,7 +276,10 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     if (count == 0) {
         return P2P_OK;
     }
-    std::vector<ucp_ep_h> eps(count);
+    // One endpoint per item; no allocation for the common single post.
+    ucp_ep_h one_ep = nullptr;
+    std::vector<ucp_ep_h> many_eps(count > 1 ? count : 0);
+    ucp_ep_h *eps = count > 1 ? many_eps.data() : &one_ep;
     {
         std::lock_guard<std::mutex> lock(ctx_->worker_mu());
         if (shut_.load()) {
@@ -310,7 +317,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
 }
 
 p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
-    Op *op = new Op();
+    Op *op = alloc_op();
     op->comm = this;
     op->mem = it.mem;
     op->is_send = is_send;
@@ -385,7 +392,26 @@ void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
     op->mem->release();
     ctx_->progress().op_completed();
     cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
-    delete op;
+    free_op(op);
+}
+
+Op *Comm::alloc_op() {
+    if (free_ops_.empty()) {
+        return new Op();
+    }
+    Op *op = free_ops_.back();
+    free_ops_.pop_back();
+    *op = Op();
+    return op;
+}
+
+void Comm::free_op(Op *op) {
+    constexpr size_t kMaxCached = 1024;
+    if (free_ops_.size() < kMaxCached) {
+        free_ops_.push_back(op);
+    } else {
+        delete op;
+    }
 }
 
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {

@@ -110,6 +110,8 @@ private:
     Comm() = default;
     p2p_status_t get_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
     p2p_status_t post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
+    Op *alloc_op();   // worker lock held
+    void free_op(Op *op);
     void link(Op *op);
     void unlink(Op *op);
     void handle_failures();  // deferred hook, worker lock held
@@ -125,6 +127,7 @@ private:
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<void *> closing_;           // ep close requests in flight
     Op *ops_ = nullptr;                      // in-flight operations
+    std::vector<Op *> free_ops_;             // recycled Op objects
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
     CompletionQueue cq_[2];

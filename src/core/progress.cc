@@ -98,7 +98,7 @@ unsigned Progress::progress_locked() {
 }
 
 bool Progress::try_progress_from_user() {
-    last_user_ns_.store(now_ns(), std::memory_order_relaxed);
+    user_polls_.fetch_add(1, std::memory_order_relaxed);
     std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
         return false;
@@ -122,6 +122,8 @@ void Progress::sleep_on_events(int timeout_ms) {
 void Progress::run() {
     rails_bind_this_thread("progress");  // the rail plan's NUMA node
     int64_t last_active = now_ns();
+    uint64_t seen_user_polls = user_polls_.load(std::memory_order_relaxed);
+    int64_t last_user_ns = 0;
     const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
     const int64_t spin_busy_ns = static_cast<int64_t>(opts_.spin_busy_us) * 1000;
     while (!stop_.load(std::memory_order_relaxed)) {
@@ -139,7 +141,12 @@ void Progress::run() {
         if (opts_.mode == P2P_PROGRESS_BUSY) {
             continue;
         }
-        if (now - last_user_ns_.load(std::memory_order_relaxed) < kUserDrivingNs) {
+        uint64_t polls = user_polls_.load(std::memory_order_relaxed);
+        if (polls != seen_user_polls) {
+            seen_user_polls = polls;
+            last_user_ns = now;
+        }
+        if (now - last_user_ns < kUserDrivingNs) {
             // A user thread is polling: step aside instead of competing.
             struct timespec ts = {0, 200000};
             nanosleep(&ts, nullptr);

@@ -79,7 +79,9 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<bool> sleeping_{false};
     std::atomic<uint64_t> posts_{0};
-    std::atomic<int64_t> last_user_ns_{0};
+    // Bumped by every user-driven progress call; the thread notices the
+    // change and timestamps it (keeps clock reads off the user's path).
+    std::atomic<uint64_t> user_polls_{0};
     std::atomic<int64_t> inflight_{0};
 };
 
