@@ -107,6 +107,12 @@ int run_single(const char *want_devices) {
 
     herringP2PInitialize();
     herringP2PInitialize();  // second call: no effect
+    // The rail plan (SMDATAPARALLEL_DEVICE_NAME) reaches UCX (the script
+    // describes a machine with RDMA NICs through HWLOC_XMLFILE).
+    if (const char *want = std::getenv("HERRING_TEST_NET_DEVICES")) {
+        const char *got = std::getenv("UCX_NET_DEVICES");
+        CHECK(got != nullptr && std::strcmp(got, want) == 0);
+    }
     CHECK(herringLocalDevice() == 0);  // rank 0 of 1, no GPU here
 
     CHECK(herringP2PRegisterMemory(early, -1) == nullptr);

@@ -14,8 +14,20 @@ if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out"; then
 else
     echo "FAIL: herring_app single (rc $rc):"; cat "$out"; exit 1
 fi
+# SMDATAPARALLEL_DEVICE_NAME goes through ucxp2p's rail plan to UCX
+# (UCX_NET_DEVICES) -- on a machine with RDMA NICs, described by hwloc XML.
+xml=$src/test/topo/fixtures/nogpu_mlx4.xml
+LD_PRELOAD=$shim HWLOC_XMLFILE=$xml HWLOC_THISSYSTEM=1 SMDATAPARALLEL_DEVICE_NAME=mlx5_2 \
+    HERRING_TEST_NET_DEVICES=mlx5_2:1 P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_LOG_LEVEL=error \
+    UCX_WARN_UNUSED_ENV_VARS=n timeout -k 5 60 "$app" single mlx5_0,rdmap16s27 >"$out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out"; then
+    echo "PASS: SMDATAPARALLEL_DEVICE_NAME=mlx5_2 -> UCX_NET_DEVICES=mlx5_2:1"
+else
+    echo "FAIL: SMDATAPARALLEL_DEVICE_NAME pass-through (rc $rc):"; cat "$out"; exit 1
+fi
 # Without the preload the stub must abort: proves the test can fail.
-(timeout -k 5 30 "$app" single -) >"$out" 2>&1
+(timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
 rc=$?
 if [ $rc != 0 ] && grep -q 'smddp stub: .* called' "$out"; then
     echo "PASS: without LD_PRELOAD the stub library aborts (rc $rc)"
