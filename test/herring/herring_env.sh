@@ -1,7 +1,7 @@
 # Sourced by the herring_*.sh tests: paths of the built shim and programs,
 # a clean launcher-free environment, LD_LIBRARY_PATH for the uninstalled
 # libucxp2p.so the shim needs (libtool gives uninstalled libraries no usable
-# rpath). Sets: here src build shim app dlopen_prog symbols tmp.
+# rpath). Sets: here src build shim preload app dlopen_prog symbols tmp.
 here=$(cd "$(dirname "$0")" && pwd)
 src=${P2P_TOP_SRCDIR:-$(cd "$here/../.." && pwd)}
 build=${P2P_TOP_BUILDDIR:-$src}
@@ -11,6 +11,14 @@ dlopen_prog=$build/test/herring/herring_dlopen
 symbols=$src/plugins/herring/libucxp2p_herring.symbols
 for f in "$shim" "$app" "$dlopen_prog"; do
     [ -e "$f" ] || { echo "$(basename "$0"): $f not built" >&2; exit 99; }
+done
+# In a sanitizer build (configure --enable-sanitizers) the shim needs its
+# runtime loaded first: preload it ahead of the shim. Colon-separated.
+preload=$shim
+for rt in libasan libtsan libubsan; do
+    if readelf -d "$shim" 2>/dev/null | grep -q "NEEDED.*\[$rt\.so"; then
+        preload=$(${CXX:-c++} -print-file-name=$rt.so):$preload
+    fi
 done
 export LD_LIBRARY_PATH=$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Inherited launcher variables (make check run under srun/mpirun) would make

@@ -6,7 +6,7 @@ set -u
 . "$(cd "$(dirname "$0")" && pwd)/herring_env.sh"
 mkdir -p "$tmp/ib/rdmap16s27" "$tmp/ib/mlx5_0"
 out=$tmp/out
-LD_PRELOAD=$shim LOCAL_RANK=3 P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_LOG_LEVEL=error \
+LD_PRELOAD=$preload LOCAL_RANK=3 P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_LOG_LEVEL=error \
     timeout -k 5 60 "$app" single mlx5_0,rdmap16s27 >"$out" 2>&1
 rc=$?
 if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out"; then
@@ -17,7 +17,7 @@ fi
 # SMDATAPARALLEL_DEVICE_NAME goes through ucxp2p's rail plan to UCX
 # (UCX_NET_DEVICES) -- on a machine with RDMA NICs, described by hwloc XML.
 xml=$src/test/topo/fixtures/nogpu_mlx4.xml
-LD_PRELOAD=$shim HWLOC_XMLFILE=$xml HWLOC_THISSYSTEM=1 SMDATAPARALLEL_DEVICE_NAME=mlx5_2 \
+LD_PRELOAD=$preload HWLOC_XMLFILE=$xml HWLOC_THISSYSTEM=1 SMDATAPARALLEL_DEVICE_NAME=mlx5_2 \
     HERRING_TEST_NET_DEVICES=mlx5_2:1 P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_LOG_LEVEL=error \
     UCX_WARN_UNUSED_ENV_VARS=n timeout -k 5 60 "$app" single mlx5_0,rdmap16s27 >"$out" 2>&1
 rc=$?

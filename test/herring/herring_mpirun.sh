@@ -9,7 +9,7 @@ n=8
 command -v mpirun >/dev/null 2>&1 || { echo "herring_mpirun: SKIP: mpirun not installed"; exit 77; }
 out=$tmp/out
 timeout -k 5 100 mpirun -np $n --allow-run-as-root --oversubscribe \
-    -x LD_PRELOAD="$shim" -x LD_LIBRARY_PATH -x P2P_LOG_LEVEL=error \
+    -x LD_PRELOAD="$preload" -x LD_LIBRARY_PATH -x P2P_LOG_LEVEL=error \
     "$app" job $n >"$out" 2>&1
 rc=$?
 ok=$(grep -c '^herring_app OK rank' "$out")

@@ -8,7 +8,7 @@ n=8
 out=$tmp/out
 "$src/test/slurm/slurm_harness.sh" -t 100 -- \
     srun --mpi=pmix -n $n -O \
-    --export="ALL,LD_PRELOAD=$shim,LD_LIBRARY_PATH=$LD_LIBRARY_PATH,P2P_LOG_LEVEL=error" \
+    --export="ALL,LD_PRELOAD=$preload,LD_LIBRARY_PATH=$LD_LIBRARY_PATH,P2P_LOG_LEVEL=error" \
     "$app" job $n >"$out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
