@@ -1,0 +1,109 @@
+/*
+ * ucxp2p SMDDP compatibility: the herringP2P* API of SageMaker distributed
+ * data parallel (herring.hpp), implemented on ucxp2p by libucxp2p_herring.so.
+ *
+ * Binary compatibility: an application built against SMDDP's herring.hpp and
+ * linked with libsmddpcpp.so runs unchanged with
+ *     LD_PRELOAD=libucxp2p_herring.so
+ * The declarations below are C++ functions (not extern "C") with exactly the
+ * vendor's signatures, so the exported (mangled) symbols are the vendor's.
+ * herringP2PGetRDMADevices is exported for both libstdc++ string ABIs.
+ * New code may include this header and link -lucxp2p_herring directly.
+ *
+ * Behaviour (where the vendor documentation is silent, this is the contract):
+ *  - herringP2PInitialize joins the job through ucxp2p's bootstrap chain
+ *    (P2P_BOOTSTRAP, else PMIx under mpirun/srun, else torchrun-style
+ *    MASTER_ADDR/RANK/WORLD_SIZE, else a single process). It is collective.
+ *    MPI is not needed; MPI_Init may be called before or after it. The RDMA
+ *    device choice follows ucxp2p's rail plan, which honours
+ *    SMDATAPARALLEL_DEVICE_NAME; the chosen devices are given to UCX through
+ *    UCX_NET_DEVICES / UCX_MAX_RNDV_RAILS / UCX_IB_GID_INDEX unless the user
+ *    set those. A second call while initialized does nothing. If it fails
+ *    (the reason is logged), the shim stays uninitialized.
+ *  - herringP2PShutdown cancels pending operations: each produces one
+ *    completion with RDMA_SHUTDOWN (or its real status if it finished first).
+ *    Completions not yet popped stay readable after Shutdown. Shutdown is
+ *    collective like MPI_Finalize: it waits (bounded by
+ *    P2P_BOOTSTRAP_TIMEOUT_MS) for every rank to reach it before the
+ *    transport is torn down, so no rank drops data a peer is still reading.
+ *    Initialize after Shutdown is refused (logged); the shim stays shut down.
+ *  - Send/Recv are asynchronous and never block. Each call produces exactly
+ *    one completion entry carrying the caller's context, peer rank and
+ *    tensor_id, including calls that fail at once:
+ *      before Initialize (or after a failed one)  -> RDMA_READ_FAIL
+ *      after Shutdown                             -> RDMA_SHUTDOWN
+ *      bad rank, NULL/unknown mr, range outside the registration -> RDMA_READ_FAIL
+ *    A message longer than the receive completes the receive with
+ *    RDMA_READ_FAIL and nothing is written past buffer + length; a dead or
+ *    unreachable peer gives RDMA_READ_FAIL. imm_data is ignored.
+ *  - herringP2PSendCompletion / herringP2PReadCompletion block until an entry
+ *    is available and return entries in completion order. They never hang on
+ *    an unusable shim: with nothing queued they return at once an entry with
+ *    context NULL, dst_rank and tensor_id 0xffffffff and error_code
+ *    RDMA_SHUTDOWN (after Shutdown) or RDMA_READ_FAIL (before Initialize).
+ *  - herringP2PRegisterMemory(buff, len) registers [buff, buff + len); the
+ *    handle serves any sub-range in Send/Recv. It returns NULL (and logs) for
+ *    a NULL buffer, len <= 0, before Initialize / after Shutdown, or when UCX
+ *    refuses. Registrations are released by Shutdown.
+ *  - herringLocalDevice returns the local rank modulo the number of CUDA
+ *    devices visible (CUDA driver API, loaded with dlopen when present), or
+ *    the local rank when there is no GPU/driver. Before Initialize the local
+ *    rank comes from the launcher's variables (OMPI_COMM_WORLD_LOCAL_RANK,
+ *    SLURM_LOCALID, LOCAL_RANK), else 0.
+ *  - herringP2PGetRDMADevices replaces the vector's contents with the RDMA
+ *    device names of this machine (/sys/class/infiniband), sorted; empty when
+ *    there are none.
+ * Every function is thread-safe and never throws.
+ */
+#ifndef UCXP2P_HERRING_HPP
+#define UCXP2P_HERRING_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#if defined(__GNUC__)
+#define HERRING_API __attribute__((visibility("default")))
+#else
+#define HERRING_API
+#endif
+
+// The status of P2P Send/Recv (values and spelling as the vendor's).
+typedef enum {
+    RDMA_READ_SUCCESS = 0,
+    RDMA_READ_FAIL,
+    RDMA_READ_STATUS_UNKOWN,
+    RDMA_SHUTDOWN,
+} herringP2PMessageErrorCode_t;
+
+// One entry per Send/Recv call.
+struct CompletionEntry {
+    const void *context;                      // the caller's context
+    uint32_t dst_rank;                        // peer rank
+    uint32_t tensor_id;                       // tensor_id of the call
+    herringP2PMessageErrorCode_t error_code;  // status of the call
+};
+
+typedef CompletionEntry *CompletionEntryPtr;
+
+static_assert(sizeof(herringP2PMessageErrorCode_t) == 4, "vendor enum is int-sized");
+static_assert(sizeof(CompletionEntry) == 24, "vendor CompletionEntry layout");
+static_assert(offsetof(CompletionEntry, context) == 0, "vendor CompletionEntry layout");
+static_assert(offsetof(CompletionEntry, dst_rank) == 8, "vendor CompletionEntry layout");
+static_assert(offsetof(CompletionEntry, tensor_id) == 12, "vendor CompletionEntry layout");
+static_assert(offsetof(CompletionEntry, error_code) == 16, "vendor CompletionEntry layout");
+
+HERRING_API void *herringP2PRegisterMemory(void *buff, int buff_len);
+HERRING_API CompletionEntry herringP2PReadCompletion();
+HERRING_API CompletionEntry herringP2PSendCompletion();
+HERRING_API void herringP2PSend(int rank, const void *buffer, void *mr, uint64_t length,
+                                int tensor_id, const void *context, uint32_t imm_data);
+HERRING_API void herringP2PRecv(int rank, void *buffer, void *mr, uint64_t length,
+                                int tensor_id, const void *context, uint32_t imm_data);
+HERRING_API void herringP2PGetRDMADevices(std::vector<std::string> &);
+HERRING_API void herringP2PInitialize();
+HERRING_API void herringP2PShutdown();
+HERRING_API int herringLocalDevice();
+
+#endif /* UCXP2P_HERRING_HPP */

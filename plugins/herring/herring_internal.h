@@ -1,0 +1,62 @@
+/*
+ * Internals of libucxp2p_herring.so (never exported: the library is built
+ * with -fvisibility=hidden and a version script). The exported herring*
+ * functions are thin wrappers over these; nothing here calls back into the
+ * exported names.
+ */
+#ifndef UCXP2P_HERRING_INTERNAL_H
+#define UCXP2P_HERRING_INTERNAL_H
+
+#include "herring.hpp"
+
+#include <ucxp2p/p2p.h>
+
+#include <cstdint>
+
+namespace herring {
+
+/* ---- logging: "[ucxp2p:PID herring] level: message" on stderr, filtered
+ * by P2P_LOG_LEVEL like the core's log. */
+void log(p2p_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool log_enabled(p2p_log_level_t level);
+
+/* ---- devices (herring_device.cc) */
+
+/** Call add(name, arg) for each RDMA device under sysfs_root (NULL:
+ *  /sys/class/infiniband, or P2P_HERRING_SYSFS_ROOT when set), sorted by
+ *  name. A missing directory lists nothing. Never throws. */
+void list_rdma_devices(const char *sysfs_root, void (*add)(const char *name, void *arg),
+                       void *arg);
+
+/** Visible CUDA devices through the driver API (libcuda.so.1 via dlopen);
+ *  0 without a driver or GPU. Computed once. */
+int cuda_device_count();
+
+/** Local rank from launcher variables (before Initialize), else 0. */
+uint32_t env_local_rank();
+
+/* ---- rails (herring_rails.cc) */
+
+/** Give UCX the rail plan of this local rank (honours
+ *  SMDATAPARALLEL_DEVICE_NAME, P2P_RAILS, P2P_HCA) through UCX_NET_DEVICES,
+ *  UCX_MAX_RNDV_RAILS and UCX_IB_GID_INDEX, leaving variables the user set
+ *  alone. Call before p2p_context_create. Failures are logged, not fatal. */
+void apply_rail_plan(uint32_t local_rank, uint32_t local_size);
+
+/* ---- runtime (herring_runtime.cc): one per process */
+
+void initialize();
+void shutdown();
+void *register_memory(void *buff, int len);
+void post(p2p_queue_t queue, int rank, void *buffer, void *mr, uint64_t length, int tensor_id,
+          const void *context);
+CompletionEntry pop_completion(p2p_queue_t queue);
+/** Local rank once initialized, else from the environment. */
+uint32_t local_rank();
+
+/** ucxp2p status of a completion -> vendor code. */
+herringP2PMessageErrorCode_t map_status(p2p_status_t status);
+
+} // namespace herring
+
+#endif /* UCXP2P_HERRING_INTERNAL_H */

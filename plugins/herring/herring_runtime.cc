@@ -1,0 +1,377 @@
+/*
+ * The per-process state behind the herring API: one bootstrap, one ucxp2p
+ * context and one communicator of every rank, plus shim-owned completion
+ * queues for entries ucxp2p never produces (calls rejected synchronously,
+ * calls before Initialize or after Shutdown, entries kept across Shutdown).
+ *
+ * Locking: lifecycle_mu_ serialises Initialize/Shutdown; mu_ guards the state,
+ * the handles and the local queues and is never held across a blocking
+ * ucxp2p call. Every call that uses the communicator or context outside mu_
+ * counts itself in users_, and Shutdown destroys them only once users_ is 0
+ * (blocking waits use short slices, so that happens quickly).
+ */
+#include "herring_internal.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+namespace herring {
+
+namespace {
+
+constexpr int kWaitSliceMs = 50;
+constexpr int kDrainTimeoutMs = 10000;
+constexpr uint32_t kNoRank = 0xffffffffu;
+
+enum class State { kUninit, kReady, kShutdown };
+
+CompletionEntry make_entry(const void *context, uint32_t rank, uint32_t tensor_id,
+                           herringP2PMessageErrorCode_t code) {
+    CompletionEntry e;
+    e.context = context;
+    e.dst_rank = rank;
+    e.tensor_id = tensor_id;
+    e.error_code = code;
+    return e;
+}
+
+CompletionEntry to_entry(const p2p_completion_t &c) {
+    if (c.status != P2P_OK && log_enabled(P2P_LOG_DEBUG)) {
+        log(P2P_LOG_DEBUG, "completion: peer %u tensor %u: %s", c.peer, c.tensor_id,
+            p2p_status_string(c.status));
+    }
+    return make_entry(c.user_context, c.peer, c.tensor_id, map_status(c.status));
+}
+
+const char *queue_name(p2p_queue_t q) { return q == P2P_QUEUE_SEND ? "send" : "recv"; }
+
+class Runtime {
+public:
+    Runtime(const Runtime &) = delete;
+    Runtime &operator=(const Runtime &) = delete;
+
+    /** Never destroyed: usable from atexit handlers and other static
+     *  destructors whatever their order. */
+    static Runtime &get() {
+        static Runtime *rt = new Runtime;
+        return *rt;
+    }
+
+    void initialize();
+    void shutdown();
+    void *register_memory(void *buff, int len);
+    void post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t length, int tensor_id,
+              const void *context);
+    CompletionEntry pop(p2p_queue_t q);
+    uint32_t local_rank();
+
+private:
+    Runtime() = default;
+
+    /** Entry for a call the shim cannot hand to ucxp2p (mu_ held). */
+    herringP2PMessageErrorCode_t unusable_code() const {
+        return state_ == State::kShutdown ? RDMA_SHUTDOWN : RDMA_READ_FAIL;
+    }
+    const char *unusable_reason() const {
+        return state_ == State::kShutdown ? "after herringP2PShutdown"
+                                          : "before herringP2PInitialize";
+    }
+    /** Move every entry ucxp2p already has into the local queue (mu_ held),
+     *  so a synthesised entry queued next keeps completion order. */
+    void drain_locked(p2p_queue_t q);
+    void release_user() {
+        std::lock_guard<std::mutex> lock(mu_);
+        --users_;
+        cv_.notify_all();
+    }
+
+    std::mutex lifecycle_mu_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    State state_ = State::kUninit;
+    int users_ = 0;
+    p2p_bootstrap_h boot_ = nullptr;
+    p2p_context_h ctx_ = nullptr;
+    p2p_comm_h comm_ = nullptr;
+    p2p_comm_info_t info_{};
+    std::deque<CompletionEntry> local_[2];
+};
+
+void Runtime::drain_locked(p2p_queue_t q) {
+    if (comm_ == nullptr) {
+        return;
+    }
+    p2p_completion_t c[16];
+    size_t n = 0;
+    while (p2p_comm_poll(comm_, q, c, 16, &n) == P2P_OK && n > 0) {
+        for (size_t i = 0; i < n; ++i) {
+            local_[q].push_back(to_entry(c[i]));
+        }
+    }
+}
+
+void Runtime::initialize() {
+    std::lock_guard<std::mutex> life(lifecycle_mu_);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ == State::kReady) {
+            log(P2P_LOG_INFO, "initialize: already initialized, nothing to do");
+            return;
+        }
+        if (state_ == State::kShutdown) {
+            log(P2P_LOG_ERROR, "initialize: called after herringP2PShutdown; the shim "
+                "stays shut down (sends/receives complete with RDMA_SHUTDOWN)");
+            return;
+        }
+    }
+    p2p_bootstrap_h boot = nullptr;
+    p2p_context_h ctx = nullptr;
+    p2p_comm_h comm = nullptr;
+    p2p_bootstrap_info_t binfo{};
+    p2p_comm_info_t cinfo{};
+    const char *step = "bootstrap";
+    p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &boot);
+    if (st == P2P_OK) {
+        st = p2p_bootstrap_query(boot, &binfo);
+    }
+    if (st == P2P_OK) {
+        apply_rail_plan(binfo.local_rank, binfo.local_size);
+        step = "context";
+        st = p2p_context_create(nullptr, &ctx);
+    }
+    if (st == P2P_OK) {
+        step = "communicator";
+        st = p2p_comm_create(ctx, boot, &comm);
+    }
+    if (st == P2P_OK) {
+        st = p2p_comm_query(comm, &cinfo);
+    }
+    if (st != P2P_OK) {
+        log(P2P_LOG_ERROR, "initialize: %s failed: %s; sends/receives will complete with "
+            "RDMA_READ_FAIL", step, p2p_status_string(st));
+        if (comm != nullptr) p2p_comm_destroy(comm);
+        if (ctx != nullptr) p2p_context_destroy(ctx);
+        if (boot != nullptr) p2p_bootstrap_destroy(boot);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    boot_ = boot;
+    ctx_ = ctx;
+    comm_ = comm;
+    info_ = cinfo;
+    state_ = State::kReady;
+    log(P2P_LOG_INFO, "initialize: rank %u of %u (local %u of %u) through the %s bootstrap",
+        cinfo.rank, cinfo.size, cinfo.local_rank, cinfo.local_size, binfo.name);
+}
+
+void Runtime::shutdown() {
+    std::lock_guard<std::mutex> life(lifecycle_mu_);
+    p2p_comm_h comm;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ != State::kReady) {
+            if (state_ == State::kUninit) {
+                log(P2P_LOG_WARN, "shutdown: called before herringP2PInitialize");
+            }
+            state_ = State::kShutdown;
+            return;
+        }
+        comm = comm_;
+    }
+    // Cancel what is pending: each operation completes (P2P_ERR_CANCELED ->
+    // RDMA_SHUTDOWN); later posts fail with P2P_ERR_SHUTDOWN. Keep every
+    // entry in the local queues, since destroying the communicator drops
+    // what it still holds.
+    p2p_status_t st = p2p_comm_shutdown(comm);
+    if (st != P2P_OK) {
+        log(P2P_LOG_WARN, "shutdown: cancelling pending operations: %s", p2p_status_string(st));
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kDrainTimeoutMs);
+    for (;;) {
+        size_t pending[2] = {0, 0};
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+                drain_locked(q);
+                if (p2p_comm_pending(comm, q, &pending[q]) != P2P_OK) {
+                    pending[q] = 0;
+                }
+            }
+        }
+        if (pending[0] + pending[1] == 0) {
+            break;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            log(P2P_LOG_WARN, "shutdown: %zu send(s) and %zu receive(s) still pending after "
+                "%d ms; their completions are lost", pending[0], pending[1], kDrainTimeoutMs);
+            break;
+        }
+        p2p_completion_t c;
+        size_t n = 0;
+        // Block briefly on the receive queue; the loop polls both.
+        if (p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10) == P2P_OK && n == 1) {
+            std::lock_guard<std::mutex> lock(mu_);
+            local_[P2P_QUEUE_RECV].push_back(to_entry(c));
+        }
+    }
+    // Collective, like MPI_Finalize: no rank tears its worker down while a
+    // peer may still be reading from it. Bounded by P2P_BOOTSTRAP_TIMEOUT_MS.
+    st = p2p_bootstrap_barrier(boot_);
+    if (st != P2P_OK) {
+        log(P2P_LOG_WARN, "shutdown: barrier with the other ranks failed (%s); tearing down "
+            "anyway", p2p_status_string(st));
+    }
+    p2p_bootstrap_h boot;
+    p2p_context_h ctx;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        state_ = State::kShutdown;  // new calls no longer touch the handles
+        cv_.wait(lock, [this] { return users_ == 0; });
+        for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+            drain_locked(q);
+        }
+        boot = boot_;
+        ctx = ctx_;
+        boot_ = nullptr;
+        ctx_ = nullptr;
+        comm_ = nullptr;
+    }
+    p2p_comm_destroy(comm);
+    p2p_context_destroy(ctx);  // also releases every registration
+    p2p_bootstrap_destroy(boot);
+    log(P2P_LOG_INFO, "shutdown: done");
+}
+
+void *Runtime::register_memory(void *buff, int len) {
+    if (buff == nullptr || len <= 0) {
+        log(P2P_LOG_ERROR, "register memory: invalid buffer %p length %d", buff, len);
+        return nullptr;
+    }
+    p2p_context_h ctx;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ != State::kReady) {
+            log(P2P_LOG_ERROR, "register memory: called %s", unusable_reason());
+            return nullptr;
+        }
+        ctx = ctx_;
+        ++users_;
+    }
+    p2p_mem_h mem = nullptr;
+    p2p_status_t st = p2p_mem_register(ctx, buff, static_cast<size_t>(len), &mem);
+    release_user();
+    if (st != P2P_OK) {
+        log(P2P_LOG_ERROR, "register memory: %p length %d: %s", buff, len,
+            p2p_status_string(st));
+        return nullptr;
+    }
+    return reinterpret_cast<void *>(mem);
+}
+
+void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t length,
+                   int tensor_id, const void *context) {
+    const uint32_t peer = static_cast<uint32_t>(rank);
+    const uint32_t tid = static_cast<uint32_t>(tensor_id);
+    p2p_comm_h comm;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ != State::kReady) {
+            log(P2P_LOG_WARN, "%s to/from rank %d tensor %d: called %s", queue_name(q), rank,
+                tensor_id, unusable_reason());
+            local_[q].push_back(make_entry(context, peer, tid, unusable_code()));
+            return;
+        }
+        comm = comm_;
+        ++users_;
+    }
+    p2p_status_t st;
+    if (rank < 0) {
+        st = P2P_ERR_BAD_RANK;
+    } else if (q == P2P_QUEUE_SEND) {
+        st = p2p_comm_send(comm, peer, tid, buffer, length, static_cast<p2p_mem_h>(mr),
+                           const_cast<void *>(context));
+    } else {
+        st = p2p_comm_recv(comm, peer, tid, buffer, length, static_cast<p2p_mem_h>(mr),
+                           const_cast<void *>(context));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --users_;
+    cv_.notify_all();
+    if (st != P2P_OK) {
+        // The vendor call returns void: the error becomes its one entry.
+        log(P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s", queue_name(q), rank,
+            tensor_id, static_cast<unsigned long long>(length), p2p_status_string(st));
+        drain_locked(q);
+        local_[q].push_back(make_entry(context, peer, tid, map_status(st)));
+    }
+}
+
+CompletionEntry Runtime::pop(p2p_queue_t q) {
+    for (;;) {
+        p2p_comm_h comm;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (!local_[q].empty()) {
+                CompletionEntry e = local_[q].front();
+                local_[q].pop_front();
+                return e;
+            }
+            if (state_ != State::kReady) {
+                // Nothing will ever arrive: answer instead of hanging.
+                return make_entry(nullptr, kNoRank, kNoRank, unusable_code());
+            }
+            comm = comm_;
+            ++users_;
+        }
+        p2p_completion_t c;
+        size_t n = 0;
+        p2p_status_t st = p2p_comm_wait(comm, q, &c, 1, &n, kWaitSliceMs);
+        release_user();
+        if (st == P2P_OK && n == 1) {
+            return to_entry(c);
+        }
+        if (st != P2P_OK && st != P2P_ERR_TIMEOUT) {
+            log(P2P_LOG_ERROR, "%s completion: wait failed: %s", queue_name(q),
+                p2p_status_string(st));
+            return make_entry(nullptr, kNoRank, kNoRank, RDMA_READ_FAIL);
+        }
+    }
+}
+
+uint32_t Runtime::local_rank() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (state_ == State::kReady) {
+            return info_.local_rank;
+        }
+    }
+    return env_local_rank();
+}
+
+} // namespace
+
+herringP2PMessageErrorCode_t map_status(p2p_status_t status) {
+    switch (status) {
+    case P2P_OK:
+        return RDMA_READ_SUCCESS;
+    case P2P_ERR_CANCELED:
+    case P2P_ERR_SHUTDOWN:
+        return RDMA_SHUTDOWN;
+    default:  // truncation, peer failure, bad rank, unregistered range, ...
+        return RDMA_READ_FAIL;
+    }
+}
+
+void initialize() { Runtime::get().initialize(); }
+void shutdown() { Runtime::get().shutdown(); }
+void *register_memory(void *buff, int len) { return Runtime::get().register_memory(buff, len); }
+void post(p2p_queue_t queue, int rank, void *buffer, void *mr, uint64_t length, int tensor_id,
+          const void *context) {
+    Runtime::get().post(queue, rank, buffer, mr, length, tensor_id, context);
+}
+CompletionEntry pop_completion(p2p_queue_t queue) { return Runtime::get().pop(queue); }
+uint32_t local_rank() { return Runtime::get().local_rank(); }
+
+} // namespace herring
