@@ -88,6 +88,9 @@ const ConfigVar kTable[] = {
      "local rank/size (ranks sharing it are ordered by rank); empty: the "
      "host name. Set it when containers on one machine have different host "
      "names, or to simulate several hosts on one."},
+    {"P2P_HERRING_SYSFS_ROOT", "/sys/class/infiniband",
+     "herring shim: where herringP2PGetRDMADevices lists RDMA devices "
+     "(tests point it at a fake tree)."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {
