@@ -222,6 +222,28 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg) {
         return st;
     }
     s.numa = plan.numa;
+    {
+        // EFA machines with a UCX too old to drive EFA: say so with the fix
+        // (once per process), instead of silently falling back to tcp.
+        static std::once_flag efa_once;
+        unsigned major = 0, minor = 0, release = 0;
+        ucp_get_version(&major, &minor, &release);
+        std::string warn = topo::efa_ucx_warning(s.topo->machine(), major, minor);
+        if (!warn.empty()) {
+            std::call_once(efa_once, [&] { P2P_LOG(P2P_LOG_WARN, "rails: %s", warn.c_str()); });
+            // This UCX cannot open EFA devices: pinning UCX_NET_DEVICES to
+            // them would leave it without any network device at all.
+            bool all_efa = !plan.nics.empty();
+            for (const topo::PlannedNic &n : plan.nics) {
+                all_efa = all_efa && !n.tcp && n.nic.kind == topo::NicKind::EFA;
+            }
+            if (all_efa) {
+                P2P_LOG(P2P_LOG_INFO, "rails: efa rails not applied (UCX %u.%u cannot use "
+                        "them); UCX picks devices itself", major, minor);
+                plan.ucx_settings.clear();
+            }
+        }
+    }
     P2P_LOG(P2P_LOG_INFO, "rails: local rank %u of %u (%s), numa %d, %zu rail(s): %s",
             lr.rank, lr.size, lr.source.empty() ? "default" : lr.source.c_str(),
             plan.numa, plan.nics.size(), plan.reason.c_str());

@@ -4,6 +4,8 @@
 #include "core/rails.h"
 #include "topo/rail_plan.h"
 
+#include <ucp/api/ucp.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -230,4 +232,39 @@ TEST(Numa, PlanNodeIsKnownAndThreadStaysRunnable) {
             EXPECT_NE(cpus.end(), std::find(cpus.begin(), cpus.end(), c)) << c;
         }
     }
+}
+
+// On an EFA machine whose UCX is too old to drive EFA (UCX 1.13 here), the
+// plan must warn with the fix and must not pin UCX_NET_DEVICES to EFA
+// devices UCX cannot open (that would leave it without a network device).
+// Runs in a child process: the topology is loaded once per process.
+TEST(ApplyUcx, EfaRailsNotPinnedWhenUcxCannotDriveEfa) {
+    const char *src = std::getenv("P2P_TOP_SRCDIR");
+    const char *build = std::getenv("P2P_TOP_BUILDDIR");
+    std::string xml = std::string(src != nullptr ? src : P2P_TOP_SRCDIR) +
+                      "/../shared/data/topology/p4d.24xlarge.xml";
+    if (access(xml.c_str(), R_OK) != 0) {
+        GTEST_SKIP() << "shared topology " << xml << " absent";
+    }
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    if (major > 1 || (major == 1 && minor >= 19)) {
+        GTEST_SKIP() << "UCX " << major << "." << minor << " can drive EFA";
+    }
+    std::string cmd = "env -u UCX_NET_DEVICES -u P2P_RAILS HWLOC_XMLFILE=" + xml +
+                      " LOCAL_RANK=2 LOCAL_WORLD_SIZE=8 P2P_LOG_LEVEL=info P2P_BOOTSTRAP=single " +
+                      std::string(build != nullptr ? build : P2P_TOP_BUILDDIR) +
+                      "/tools/demo/p2p_demo -i 1 -s 64 -t 1 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    ASSERT_NE(nullptr, p);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    int rc = pclose(p);
+    EXPECT_EQ(0, rc) << out;
+    EXPECT_NE(std::string::npos, out.find("EFA needs UCX >= 1.19")) << out;
+    EXPECT_NE(std::string::npos, out.find("efa rails not applied")) << out;
+    EXPECT_EQ(std::string::npos, out.find("is not available")) << out;  // UCX's warning
+    EXPECT_NE(std::string::npos, out.find("payload verified")) << out;
 }
