@@ -18,6 +18,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <exception>
 #include <new>
 
@@ -364,6 +365,7 @@ p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
         return P2P_ERR_INVALID_PARAM;
     }
     try {
+        const auto t0 = std::chrono::steady_clock::now();
         TcpConfig cfg;
         p2p_status_t st = tcp_config_parse(&cfg);
         if (st != P2P_OK) {
@@ -377,8 +379,10 @@ p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
         }
         out->reset(new TcpBootstrap(std::move(cfg), std::move(rv)));
         P2P_LOG(P2P_LOG_INFO, "tcp bootstrap: rank %u of %u ready (local %u of "
-                "%u)", (*out)->rank(), (*out)->size(), (*out)->local_rank(),
-                (*out)->local_size());
+                "%u) in %.3f ms", (*out)->rank(), (*out)->size(), (*out)->local_rank(),
+                (*out)->local_size(),
+                std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0).count());
         return P2P_OK;
     } catch (const std::bad_alloc &) {
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: out of memory");
