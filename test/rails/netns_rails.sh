@@ -54,6 +54,29 @@ for i in $(seq 0 $((NPAIRS - 1))); do
     done
 done
 
+# Both ends of every veth must have carrier before UCX looks for devices:
+# UCX skips an interface that is not yet running ("device not available").
+wait_running() {
+    local deadline=$((SECONDS + 10)) i
+    while :; do
+        local all=1
+        for i in $(seq 0 $((NPAIRS - 1))); do
+            for x in "$NS0 rl${TAG}a$i" "$NS1 rl${TAG}b$i"; do
+                set -- $x
+                [ "$(ip netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null)" = up ] || all=0
+            done
+        done
+        [ $all = 1 ] && return 0
+        if [ $SECONDS -ge $deadline ]; then
+            echo "netns_rails: FAIL: veths not running after 10 s" >&2
+            ip -n "$NS0" link show >&2; ip -n "$NS1" link show >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+wait_running || exit 1
+
 tx_bytes() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_bytes"; }
 
 # run N: one transfer over the first N rails; sets MIBS
