@@ -12,14 +12,23 @@ symbols=$src/plugins/herring/libucxp2p_herring.symbols
 for f in "$shim" "$app" "$dlopen_prog"; do
     [ -e "$f" ] || { echo "$(basename "$0"): $f not built" >&2; exit 99; }
 done
-# In a sanitizer build (configure --enable-sanitizers) the shim needs its
-# runtime loaded first: preload it ahead of the shim. Colon-separated.
-preload=$shim
-for rt in libasan libtsan libubsan; do
-    if readelf -d "$shim" 2>/dev/null | grep -q "NEEDED.*\[$rt\.so"; then
-        preload=$(${CXX:-c++} -print-file-name=$rt.so):$preload
-    fi
-done
+# In a sanitizer build (configure --enable-sanitizers; make check exports
+# the flags as P2P_SAN_FLAGS) libucxp2p.so and the shim reference the
+# sanitizer runtimes without linking them (libtool drops -fsanitize from
+# shared-library links): programs that are not instrumented themselves
+# (timeout, mpirun, the plain dlopen test) need the runtimes preloaded ahead
+# of the shim. san_rt: colon-separated runtimes, or empty.
+san_rt=
+case "${P2P_SAN_FLAGS-}" in *address*) san_rt=$(${CXX:-c++} -print-file-name=libasan.so) ;; esac
+case "${P2P_SAN_FLAGS-}" in *thread*) san_rt=$(${CXX:-c++} -print-file-name=libtsan.so) ;; esac
+case "${P2P_SAN_FLAGS-}" in
+    *undefined*) san_rt=${san_rt:+$san_rt:}$(${CXX:-c++} -print-file-name=libubsan.so) ;;
+esac
+preload=${san_rt:+$san_rt:}$shim
+if [ -n "$san_rt" ]; then
+    # The runtimes are preloaded rather than first in the link order.
+    export ASAN_OPTIONS="verify_asan_link_order=0:${ASAN_OPTIONS-}"
+fi
 export LD_LIBRARY_PATH=$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Inherited launcher variables (make check run under srun/mpirun) would make
 # the single-process runs try PMIx or TCP.
