@@ -11,6 +11,7 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <cstring>
 #include <new>
 
 using namespace ucxp2p;
@@ -143,7 +144,13 @@ p2p_status_t post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer,
     });
 }
 
-bool valid_queue(p2p_queue_t q) { return q == P2P_QUEUE_SEND || q == P2P_QUEUE_RECV; }
+/** A C caller may pass any int as the queue: check its bits, not the C++
+ *  enum (a value outside the enumerators is undefined as the enum type). */
+bool valid_queue(const p2p_queue_t &q) {
+    int v;
+    std::memcpy(&v, &q, sizeof(v));
+    return v == P2P_QUEUE_SEND || v == P2P_QUEUE_RECV;
+}
 
 } // namespace
 

@@ -56,6 +56,15 @@ bool tls_may_use_shm() {
     return false;
 }
 
+/** The integer a C caller stored in an enum field. Reading the field as the
+ *  C++ enum type would be undefined for values outside the enumerators. */
+template <class E> int enum_bits(const E &field) {
+    int v;
+    static_assert(sizeof(E) == sizeof(int), "enum is int-sized");
+    std::memcpy(&v, &field, sizeof(v));
+    return v;
+}
+
 } // namespace
 
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
@@ -69,13 +78,12 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         return P2P_ERR_INVALID_PARAM;
     }
     if (mask & P2P_CONFIG_FIELD_PROGRESS_MODE) {
-        if (config->progress_mode < P2P_PROGRESS_ADAPTIVE ||
-            config->progress_mode > P2P_PROGRESS_EVENT) {
-            P2P_LOG(P2P_LOG_ERROR, "context: bad progress_mode %d",
-                    static_cast<int>(config->progress_mode));
+        int mode = enum_bits(config->progress_mode);
+        if (mode < P2P_PROGRESS_ADAPTIVE || mode > P2P_PROGRESS_EVENT) {
+            P2P_LOG(P2P_LOG_ERROR, "context: bad progress_mode %d", mode);
             return P2P_ERR_INVALID_PARAM;
         }
-        s.progress_mode = config->progress_mode;
+        s.progress_mode = static_cast<p2p_progress_mode_t>(mode);
     } else if (config_parse_progress(config_get("P2P_PROGRESS"),
                                      &s.progress_mode) != P2P_OK) {
         P2P_LOG(P2P_LOG_ERROR, "context: P2P_PROGRESS='%s' is not adaptive, "
@@ -114,12 +122,12 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     }
     s.peer_timeout_ms = static_cast<uint32_t>(v);
     if (mask & P2P_CONFIG_FIELD_LOG_LEVEL) {
-        if (config->log_level < P2P_LOG_ERROR || config->log_level > P2P_LOG_TRACE) {
-            P2P_LOG(P2P_LOG_ERROR, "context: bad log_level %d",
-                    static_cast<int>(config->log_level));
+        int level = enum_bits(config->log_level);
+        if (level < P2P_LOG_ERROR || level > P2P_LOG_TRACE) {
+            P2P_LOG(P2P_LOG_ERROR, "context: bad log_level %d", level);
             return P2P_ERR_INVALID_PARAM;
         }
-        s.log_level = config->log_level;
+        s.log_level = static_cast<p2p_log_level_t>(level);
     } else if (config_parse_log_level(config_get("P2P_LOG_LEVEL"), &s.log_level) !=
                P2P_OK) {
         P2P_LOG(P2P_LOG_ERROR, "context: P2P_LOG_LEVEL='%s' unknown",
