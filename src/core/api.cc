@@ -203,8 +203,12 @@ p2p_status_t p2p_context_destroy(p2p_context_h context) {
 p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bootstrap_p) {
     return guarded("bootstrap", [&]() -> p2p_status_t {
         if (bootstrap_p == nullptr) return P2P_ERR_INVALID_PARAM;
+        // A C caller may pass any int: read its bits (loading an
+        // out-of-range value as the C++ enum type is undefined).
+        int raw_type;
+        std::memcpy(&raw_type, &type, sizeof(raw_type));
         std::unique_ptr<Bootstrap> bs;
-        p2p_status_t st = bootstrap_create(type, &bs);
+        p2p_status_t st = bootstrap_create(raw_type, &bs);
         if (st != P2P_OK) return st;
         log_set_rank(static_cast<int>(bs->rank()));
         auto e = std::make_shared<BootstrapEntry>();

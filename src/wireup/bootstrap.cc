@@ -77,19 +77,13 @@ p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
 
 } // namespace
 
-p2p_status_t bootstrap_create(p2p_bootstrap_type_t type,
-                              std::unique_ptr<Bootstrap> *out) {
+p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out) {
     if (out == nullptr) {
         return P2P_ERR_INVALID_PARAM;
     }
     try {
         std::unique_ptr<Bootstrap> b;
-        // A C caller may pass any int: read it as one (loading an
-        // out-of-range value as the enum type is undefined in C++).
-        int raw_type = 0;
-        static_assert(sizeof(raw_type) == sizeof(type), "enum is int-sized");
-        std::memcpy(&raw_type, &type, sizeof(raw_type));
-        p2p_status_t st = create(raw_type, &b);
+        p2p_status_t st = create(type, &b);
         if (st == P2P_OK) {
             *out = std::move(b);
             P2P_LOG(P2P_LOG_DEBUG, "bootstrap: %s, rank %u of %u", (*out)->name(),

@@ -42,12 +42,12 @@ public:
 };
 
 /**
- * Create the bootstrap of the requested type from the environment.
+ * Create the bootstrap of the requested type (a p2p_bootstrap_type_t, taken
+ * as int: a C caller may pass any value) from the environment.
  * P2P_BOOTSTRAP_AUTO picks P2P_BOOTSTRAP (env), then TCP if its variables are
  * set, else single. Returns the status; *out set only on success.
  */
-p2p_status_t bootstrap_create(p2p_bootstrap_type_t type,
-                              std::unique_ptr<Bootstrap> *out);
+p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out);
 
 /** Implementations (one file each). */
 p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out);

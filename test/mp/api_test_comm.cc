@@ -316,12 +316,19 @@ TEST_F(ApiFixture, DeregisterWithOperationsPendingIsBusy) {
 TEST_F(ApiFixture, QueueArgumentErrors) {
     p2p_completion_t e[2];
     size_t n = 0;
-    const p2p_queue_t bad_q[] = {static_cast<p2p_queue_t>(2),
-                                 static_cast<p2p_queue_t>(-1)};
-    for (p2p_queue_t q : bad_q) {
-        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, e, 2, &n));
-        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 2, &n, 10));
-        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_pending(comm_, q, &n));
+    // A C caller may pass any int as the queue. Call through int-typed
+    // function pointers (the enum is int-sized in the C ABI), so the test
+    // itself never holds an out-of-range value in a C++ enum object.
+    using poll_fn = p2p_status_t (*)(p2p_comm_h, int, p2p_completion_t *, size_t, size_t *);
+    using wait_fn = p2p_status_t (*)(p2p_comm_h, int, p2p_completion_t *, size_t, size_t *, int);
+    using pending_fn = p2p_status_t (*)(p2p_comm_h, int, size_t *);
+    auto poll_int = reinterpret_cast<poll_fn>(&p2p_comm_poll);
+    auto wait_int = reinterpret_cast<wait_fn>(&p2p_comm_wait);
+    auto pending_int = reinterpret_cast<pending_fn>(&p2p_comm_pending);
+    for (int q : {2, -1}) {
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, poll_int(comm_, q, e, 2, &n));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, wait_int(comm_, q, e, 2, &n, 10));
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, pending_int(comm_, q, &n));
     }
     for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
         EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_poll(comm_, q, nullptr, 2, &n));
