@@ -35,14 +35,6 @@ int cuda_device_count();
 /** Local rank from launcher variables (before Initialize), else 0. */
 uint32_t env_local_rank();
 
-/* ---- rails (herring_rails.cc) */
-
-/** Give UCX the rail plan of this local rank (honours
- *  SMDATAPARALLEL_DEVICE_NAME, P2P_RAILS, P2P_HCA) through UCX_NET_DEVICES,
- *  UCX_MAX_RNDV_RAILS and UCX_IB_GID_INDEX, leaving variables the user set
- *  alone. Call before p2p_context_create. Failures are logged, not fatal. */
-void apply_rail_plan(uint32_t local_rank, uint32_t local_size);
-
 /* ---- runtime (herring_runtime.cc): one per process */
 
 void initialize();

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 
@@ -46,6 +47,38 @@ CompletionEntry to_entry(const p2p_completion_t &c) {
 }
 
 const char *queue_name(p2p_queue_t q) { return q == P2P_QUEUE_SEND ? "send" : "recv"; }
+
+/**
+ * The rail plan is ucxp2p's own business: p2p_context_create computes it
+ * (SMDATAPARALLEL_DEVICE_NAME, P2P_RAILS, P2P_HCA, the launcher's local-rank
+ * variables) and gives it to UCX through the UCP config, never through the
+ * environment and never over a UCX_* variable the user set. The shim only
+ * says what the planner will see (read-only), and warns when the bootstrap
+ * knows a local rank that no variable the planner reads carries (the tcp
+ * bootstrap computes it from host names when LOCAL_RANK is unset).
+ */
+void log_rail_inputs(const p2p_bootstrap_info_t &b) {
+    if (const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME")) {
+        log(P2P_LOG_INFO, "initialize: SMDATAPARALLEL_DEVICE_NAME=%s goes to ucxp2p's rail "
+            "plan at context creation ('rails:' log lines)", smddp);
+    }
+    if (b.local_size <= 1) {
+        return;
+    }
+    // The local-rank sources of the planner (docs/PERFORMANCE-RAILS.md).
+    static const char *const kVars[] = {"P2P_LOCAL_RANK", "LOCAL_RANK",
+                                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                        "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
+    for (const char *v : kVars) {
+        if (std::getenv(v) != nullptr) {
+            return;
+        }
+    }
+    log(P2P_LOG_WARN, "initialize: the %s bootstrap makes this process local rank %u of %u, "
+        "but no launcher variable says so; ucxp2p plans its rails as local rank 0 of 1, so "
+        "the local ranks may share one NIC: export LOCAL_RANK and LOCAL_WORLD_SIZE",
+        b.name, b.local_rank, b.local_size);
+}
 
 class Runtime {
 public:
@@ -137,7 +170,7 @@ void Runtime::initialize() {
         st = p2p_bootstrap_query(boot, &binfo);
     }
     if (st == P2P_OK) {
-        apply_rail_plan(binfo.local_rank, binfo.local_size);
+        log_rail_inputs(binfo);
         step = "context";
         st = p2p_context_create(nullptr, &ctx);
     }

@@ -18,6 +18,7 @@
  */
 #include "vendor_herring.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,8 @@
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+extern char **environ;
 
 namespace {
 
@@ -41,6 +44,36 @@ int g_rank = 0;
     } while (0)
 
 constexpr uint32_t kNone = 0xffffffffu;
+
+/** The process environment (variables starting with prefix), sorted:
+ *  Initialize must leave it as it was (ucxp2p hands its rail plan to UCX
+ *  through the UCP config; a setenv in a library races with the
+ *  application's threads). */
+std::vector<std::string> environment(const char *prefix = "") {
+    std::vector<std::string> env;
+    const size_t n = std::strlen(prefix);
+    for (char **e = environ; e != nullptr && *e != nullptr; ++e) {
+        if (std::strncmp(*e, prefix, n) == 0) env.emplace_back(*e);
+    }
+    std::sort(env.begin(), env.end());
+    return env;
+}
+
+void print_env_diff(const std::vector<std::string> &before,
+                    const std::vector<std::string> &after) {
+    for (const std::string &v : after) {
+        if (!std::binary_search(before.begin(), before.end(), v)) {
+            std::fprintf(stderr, "herring_app rank %d: environment gained %s\n", g_rank,
+                         v.c_str());
+        }
+    }
+    for (const std::string &v : before) {
+        if (!std::binary_search(after.begin(), after.end(), v)) {
+            std::fprintf(stderr, "herring_app rank %d: environment lost %s\n", g_rank,
+                         v.c_str());
+        }
+    }
+}
 
 uint8_t pattern(int src, int dst, int tid, size_t i) {
     return static_cast<uint8_t>(src * 31 + dst * 17 + tid * 7 + i * 13 + (i >> 8));
@@ -105,14 +138,14 @@ int run_single(const char *want_devices) {
     herringP2PGetRDMADevices(devs);
     CHECK(join(devs) == want_devices);
 
+    const std::vector<std::string> env_before = environment();
     herringP2PInitialize();
     herringP2PInitialize();  // second call: no effect
-    // The rail plan (SMDATAPARALLEL_DEVICE_NAME) reaches UCX (the script
-    // describes a machine with RDMA NICs through HWLOC_XMLFILE).
-    if (const char *want = std::getenv("HERRING_TEST_NET_DEVICES")) {
-        const char *got = std::getenv("UCX_NET_DEVICES");
-        CHECK(got != nullptr && std::strcmp(got, want) == 0);
-    }
+    // The rail plan (SMDATAPARALLEL_DEVICE_NAME) reaches UCX through
+    // ucxp2p's UCP config -- the script checks its log -- not the environment.
+    const std::vector<std::string> env_after = environment();
+    if (env_after != env_before) print_env_diff(env_before, env_after);
+    CHECK(env_after == env_before);
     CHECK(herringLocalDevice() == 0);  // rank 0 of 1, no GPU here
 
     CHECK(herringP2PRegisterMemory(early, -1) == nullptr);
@@ -208,7 +241,12 @@ int run_job(int size) {
     const int local = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, -1);
     CHECK(env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"},
                   size) == size);
+    // PMIx may export its own variables; UCX's must stay untouched.
+    const std::vector<std::string> ucx_before = environment("UCX_");
     herringP2PInitialize();
+    const std::vector<std::string> ucx_after = environment("UCX_");
+    if (ucx_after != ucx_before) print_env_diff(ucx_before, ucx_after);
+    CHECK(ucx_after == ucx_before);
     CHECK(herringLocalDevice() == local);  // no GPU here: the local rank
     std::vector<std::string> devs;
     herringP2PGetRDMADevices(devs);  // whatever this machine has; must not crash

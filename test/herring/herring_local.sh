@@ -14,17 +14,38 @@ if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out"; then
 else
     echo "FAIL: herring_app single (rc $rc):"; cat "$out"; exit 1
 fi
-# SMDATAPARALLEL_DEVICE_NAME goes through ucxp2p's rail plan to UCX
-# (UCX_NET_DEVICES) -- on a machine with RDMA NICs, described by hwloc XML.
+# SMDATAPARALLEL_DEVICE_NAME reaches UCX through ucxp2p's own rail plan,
+# applied to the UCP config of the context the shim creates (its debug log
+# line "rails: set UCX_NET_DEVICES=..." is printed only once ucp_config_modify
+# accepted it) -- on a machine with RDMA NICs, described by hwloc XML. The
+# environment stays untouched (herring_app compares it around Initialize).
 xml=$src/test/topo/fixtures/nogpu_mlx4.xml
-LD_PRELOAD=$preload HWLOC_XMLFILE=$xml HWLOC_THISSYSTEM=1 SMDATAPARALLEL_DEVICE_NAME=mlx5_2 \
-    HERRING_TEST_NET_DEVICES=mlx5_2:1 P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_LOG_LEVEL=error \
-    UCX_WARN_UNUSED_ENV_VARS=n timeout -k 5 60 "$app" single mlx5_0,rdmap16s27 >"$out" 2>&1
+run_planned() {
+    env LD_PRELOAD="$preload" HWLOC_XMLFILE="$xml" HWLOC_THISSYSTEM=1 \
+        SMDATAPARALLEL_DEVICE_NAME=mlx5_2 P2P_HERRING_SYSFS_ROOT="$tmp/ib" \
+        P2P_LOG_LEVEL=debug UCX_WARN_UNUSED_ENV_VARS=n "$@" \
+        timeout -k 5 60 "$app" single mlx5_0,rdmap16s27 >"$out" 2>&1
+}
+run_planned
 rc=$?
-if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out"; then
-    echo "PASS: SMDATAPARALLEL_DEVICE_NAME=mlx5_2 -> UCX_NET_DEVICES=mlx5_2:1"
+if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" &&
+        grep -q 'rails: local rank 0 of 1 .*SMDATAPARALLEL_DEVICE_NAME=mlx5_2' "$out" &&
+        grep -q 'rails: set UCX_NET_DEVICES=mlx5_2:1 ' "$out"; then
+    echo "PASS: SMDATAPARALLEL_DEVICE_NAME=mlx5_2 -> UCX_NET_DEVICES=mlx5_2:1 on the shim's context"
 else
-    echo "FAIL: SMDATAPARALLEL_DEVICE_NAME pass-through (rc $rc):"; cat "$out"; exit 1
+    echo "FAIL: SMDATAPARALLEL_DEVICE_NAME through the core's rail plan (rc $rc):"
+    grep -E 'rails:|herring|FAIL' "$out"; exit 1
+fi
+# A UCX_NET_DEVICES the user set wins over the plan.
+run_planned UCX_NET_DEVICES=all
+rc=$?
+if [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" &&
+        grep -q 'rails: local rank 0 of 1' "$out" &&
+        ! grep -q 'rails: set UCX_NET_DEVICES=' "$out"; then
+    echo "PASS: the user's UCX_NET_DEVICES=all is kept"
+else
+    echo "FAIL: user UCX_NET_DEVICES=all with SMDATAPARALLEL_DEVICE_NAME (rc $rc):"
+    grep -E 'rails:|herring|FAIL' "$out"; exit 1
 fi
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
