@@ -1,7 +1,9 @@
 # Sourced by the herring_*.sh tests: paths of the built shim and programs,
 # a clean launcher-free environment, LD_LIBRARY_PATH for the uninstalled
 # libucxp2p.so the shim needs (libtool gives uninstalled libraries no usable
-# rpath). Sets: here src build shim preload app dlopen_prog symbols tmp.
+# rpath). Sets: here src build shim preload app dlopen_prog symbols tmp
+# have_hwloc (yes/no: libucxp2p.so plans rails, i.e. was built with hwloc);
+# defines rails_ranks_ok.
 here=$(cd "$(dirname "$0")" && pwd)
 src=${P2P_TOP_SRCDIR:-$(cd "$here/../.." && pwd)}
 build=${P2P_TOP_BUILDDIR:-$src}
@@ -12,6 +14,11 @@ symbols=$src/plugins/herring/libucxp2p_herring.symbols
 for f in "$shim" "$app" "$dlopen_prog"; do
     [ -e "$f" ] || { echo "$(basename "$0"): $f not built" >&2; exit 99; }
 done
+# The core plans rails only with hwloc (configure --with-hwloc=guess).
+have_hwloc=no
+if nm -D "$build/.libs/libucxp2p.so" 2>/dev/null | grep -q ' U hwloc_topology_init$'; then
+    have_hwloc=yes
+fi
 # In a sanitizer build (configure --enable-sanitizers; make check exports
 # the flags as P2P_SAN_FLAGS) libucxp2p.so and the shim reference the
 # sanitizer runtimes without linking them (libtool drops -fsanitize from
@@ -39,3 +46,18 @@ unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT P2P_BO
     MPI_LOCALRANKID SMDATAPARALLEL_DEVICE_NAME
 tmp=$(mktemp -d /tmp/herring_test.XXXXXX) || exit 99
 trap 'rm -rf "$tmp"' EXIT
+# rails_ranks_ok OUT N SOURCE: OUT (a P2P_LOG_LEVEL=info run of N ranks on
+# this host) shows the core's rail plan for every local rank 0..N-1, taken
+# from the launcher's SOURCE variables -- what the core needs for the
+# contexts the shim creates, without the shim exporting anything. True
+# without hwloc (no plan to check).
+rails_ranks_ok() {
+    [ $have_hwloc = no ] && return 0
+    local k
+    for ((k = 0; k < $2; k++)); do
+        if ! grep -q "rails: local rank $k of $2 ($3" "$1"; then
+            echo "no rail plan for local rank $k of $2 from $3"
+            return 1
+        fi
+    done
+}
