@@ -86,6 +86,11 @@ struct PostItem {
     void *user_context;
 };
 
+/** UCX callbacks of user sends and receives (user_data: the Op). */
+void send_cb(void *request, ucs_status_t st, void *user_data);
+void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
+             void *user_data);
+
 class Comm {
 public:
     /** Collective: agree on an id and exchange worker addresses. */
