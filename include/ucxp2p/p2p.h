@@ -20,13 +20,24 @@
  *   later produces exactly one completion entry -- success or error -- in the
  *   communicator's send or receive queue.
  *
- * Tag layout (64-bit UCP tag, matched with a full mask)
+ * Tag layout (64-bit UCP tag)
  *   bits 63..56  communicator id (agreed collectively at p2p_comm_create)
- *   bits 55..32  source rank (so at most 2^24 ranks per communicator)
+ *   bits 55..54  message kind: data, single-copy request, and the library's
+ *                own answers (a receive matches data and requests only)
+ *   bits 53..32  source rank (so at most 2^22 ranks per communicator)
  *   bits 31..0   tensor_id
  *   A receive therefore matches only messages from its peer, with its
  *   tensor_id, on its communicator, whatever order sends and receives are
- *   posted in.
+ *   posted in; messages with equal (peer, tensor_id) match in posting order.
+ *
+ * Same-host single copy
+ *   Between ranks on one host, messages of P2P_CMA_THRESH bytes or more are
+ *   read by the receiver straight from the sender's buffer (Linux cross
+ *   memory attach) after a small request message; the send completes when
+ *   the receiver has read it. When the kernel refuses the read (ptrace
+ *   rules, seccomp) the bytes go through UCX instead. P2P_CMA=off disables
+ *   it. A send cancelled (shutdown, peer failure) before it was read can no
+ *   longer be read: the receive fails with P2P_ERR_PEER_FAILURE.
  */
 #ifndef UCXP2P_P2P_H
 #define UCXP2P_P2P_H

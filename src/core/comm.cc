@@ -3,6 +3,7 @@
 #include "core/status.h"
 #include "wireup/bootstrap.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -11,14 +12,17 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersion = 2;
 
 struct BlobHeader {
     uint32_t magic;
     uint32_t version;
     Context::CommIdSet free_ids;
+    cma::Identity host;
     uint32_t addr_len;
 };
+
+} // namespace
 
 void send_cb(void *request, ucs_status_t st, void *user_data) {
     Op *op = static_cast<Op *>(user_data);
@@ -41,10 +45,12 @@ void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data) {
     Op *op = static_cast<Op *>(user_data);
     size_t length = (st == UCS_OK && info != nullptr) ? info->length : 0;
+    uint64_t tag = info != nullptr ? info->sender_tag : 0;
     if (op->posting) {  // inside ucp_tag_recv_nbx: the poster finishes it
         op->done_in_post = true;
         op->post_status = st;
         op->post_bytes = length;
+        op->post_tag = tag;
         return;
     }
     if (op->comm == nullptr) {
@@ -52,9 +58,11 @@ void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
         delete op;
         return;
     }
-    op->comm->complete(op, st, length);
+    op->comm->recv_done(op, st, length, tag);
     ucp_request_free(request);
 }
+
+namespace {
 
 /** Progress the worker until done() or the deadline; returns done(). */
 template <class Done>
@@ -96,6 +104,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     h.magic = kBlobMagic;
     h.version = kBlobVersion;
     h.free_ids = ctx->free_comm_ids();
+    h.host = cma::local_identity();
     h.addr_len = static_cast<uint32_t>(addr.length());
     std::vector<uint8_t> mine(sizeof(h) + addr.length());
     std::memcpy(mine.data(), &h, sizeof(h));
@@ -116,6 +125,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Context::CommIdSet common;
     common.fill(0xff);
+    std::vector<cma::Identity> hosts(c->size_);
     c->addrs_.resize(c->size_);
     for (uint32_t r = 0; r < c->size_; ++r) {
         BlobHeader rh;
@@ -134,6 +144,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
             common[i] &= rh.free_ids[i];
         }
         c->addrs_[r].assign(all[r].begin() + sizeof(rh), all[r].end());
+        hosts[r] = rh.host;
     }
     int id = -1;
     for (int i = 0; i < Context::kMaxComms && id < 0; ++i) {
@@ -150,9 +161,19 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->id_ = static_cast<uint32_t>(id);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
+    uint32_t ncma = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
         c->peers_[r].ref.comm = c.get();
         c->peers_[r].ref.rank = r;
+        c->peers_[r].cma = cma::peer_eligible(hosts[c->rank_], hosts[r]);
+        c->peers_[r].pid = hosts[r].pid;
+        ncma += c->peers_[r].cma ? 1 : 0;
+    }
+    c->cma_thresh_ = cma::threshold();
+    if (ncma > 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: single copy to %u same-host peers "
+                "for messages of %zu bytes or more", c->id_, ncma,
+                c->cma_thresh_);
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
@@ -268,7 +289,7 @@ p2p_status_t Comm::get_ep(uint32_t peer, ucp_ep_h *ep_p) {
 bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
     ucp_tag_recv_info_t info;
     return ucp_tag_probe_nb(ctx_->worker(), make_tag(id_, peer, tensor_id),
-                            ~static_cast<ucp_tag_t>(0), 0, &info) != nullptr;
+                            kUserRecvMask, 0, &info) != nullptr;
 }
 
 p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
@@ -326,6 +347,13 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     op->entry.tensor_id = it.tensor_id;
     op->entry.bytes = is_send ? it.length : 0;
     op->entry.status = P2P_IN_PROGRESS;
+    op->buffer = it.buffer;
+    op->length = it.length;
+    Peer &peer = peers_[it.peer];
+    if (is_send && peer.cma && !peer.cma_off && it.length >= cma_thresh_) {
+        post_rts(op, it, ep);
+        return P2P_OK;
+    }
 
     ucp_request_param_t prm = {};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -343,16 +371,27 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
         // receive completed immediately (recv_info is not filled there).
         prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         prm.cb.recv = recv_cb;
-        req = ucp_tag_recv_nbx(ctx_->worker(), it.buffer, it.length,
+        void *dst = it.buffer;
+        size_t len = it.length;
+        if (peer.cma && len < sizeof(cma::Rts)) {
+            // An RTS must fit whatever the receive's size: land small
+            // receives in the operation first (recv_done copies them out).
+            op->bounced = true;
+            dst = op->bounce;
+            len = sizeof(op->bounce);
+            prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+        }
+        req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
                                make_tag(id_, it.peer, it.tensor_id),
-                               ~static_cast<ucp_tag_t>(0), &prm);
+                               kUserRecvMask, &prm);
     }
     op->posting = false;
     if (op->done_in_post) {
         if (UCS_PTR_IS_PTR(req)) {
             ucp_request_free(req);
         }
-        complete(op, op->post_status, op->post_bytes);
+        if (is_send) complete(op, op->post_status, op->post_bytes);
+        else recv_done(op, op->post_status, op->post_bytes, op->post_tag);
         return P2P_OK;
     }
     if (UCS_PTR_IS_PTR(req)) {
@@ -366,10 +405,6 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
 }
 
 void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
-    if (op->request != nullptr) {
-        unlink(op);
-        op->request = nullptr;
-    }
     p2p_status_t ps;
     if (st == UCS_OK) {
         ps = P2P_OK;
@@ -386,6 +421,14 @@ void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to/from rank %u tensor %u failed: %s",
                 id_, op->is_send ? "send" : "recv", op->entry.peer,
                 op->entry.tensor_id, ucs_status_string(st));
+    }
+    finish(op, ps, bytes);
+}
+
+void Comm::finish(Op *op, p2p_status_t ps, size_t bytes) {
+    if (op->request != nullptr) {
+        unlink(op);
+        op->request = nullptr;
     }
     op->entry.status = ps;
     op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
@@ -433,7 +476,8 @@ void Comm::handle_failures() {
         // completion reports P2P_ERR_PEER_FAILURE).
         std::vector<void *> reqs;
         for (Op *op = ops_; op != nullptr; op = op->next) {
-            if (!op->is_send && op->entry.peer == peer) reqs.push_back(op->request);
+            bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS;
+            if (waits_recv && op->entry.peer == peer) reqs.push_back(op->request);
         }
         for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
         // Force-close the endpoint: sends still queued on it fail now.
@@ -456,8 +500,9 @@ void Comm::shutdown() {
         std::vector<void *> recvs;
         std::vector<bool> has_send(size_, false);
         for (Op *op = ops_; op != nullptr; op = op->next) {
-            if (op->is_send) has_send[op->entry.peer] = true;
-            else recvs.push_back(op->request);
+            // A single-copy send waits on a receive (its ACK): cancel that.
+            if (!op->is_send || op->stage == Op::SEND_RTS) recvs.push_back(op->request);
+            else has_send[op->entry.peer] = true;
         }
         for (void *r : recvs) ucp_request_cancel(ctx_->worker(), r);
         // UCX cannot cancel a send; closing its endpoint by force does.

@@ -12,6 +12,7 @@
 #ifndef UCXP2P_CORE_COMM_H
 #define UCXP2P_CORE_COMM_H
 
+#include "core/cma.h"
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/mem.h"
@@ -27,11 +28,24 @@ namespace ucxp2p {
 class Bootstrap;
 class Comm;
 
-constexpr uint32_t kMaxRanks = 1u << 24;
+constexpr uint32_t kMaxRanks = 1u << 22;
 
-inline uint64_t make_tag(uint32_t comm_id, uint32_t src_rank, uint32_t tensor_id) {
+/** Message kinds, tag bits 55..54. A user receive matches DATA and RTS
+ *  (bit 54 is masked out); ACK and PUSH are matched by seq, never by a user
+ *  receive (bit 55 set). */
+enum TagKind : uint32_t { KIND_DATA = 0, KIND_RTS = 1, KIND_ACK = 2, KIND_PUSH = 3 };
+constexpr int kKindShift = 54;
+constexpr uint64_t kUserRecvMask = ~(static_cast<uint64_t>(1) << kKindShift);
+
+inline uint64_t make_tag(uint32_t comm_id, uint32_t src_rank, uint32_t tensor_id,
+                         uint32_t kind = KIND_DATA) {
     return (static_cast<uint64_t>(comm_id & 0xffu) << 56) |
-           (static_cast<uint64_t>(src_rank & 0xffffffu) << 32) | tensor_id;
+           (static_cast<uint64_t>(kind & 3u) << kKindShift) |
+           (static_cast<uint64_t>(src_rank & (kMaxRanks - 1)) << 32) | tensor_id;
+}
+
+inline uint32_t tag_kind(uint64_t tag) {
+    return static_cast<uint32_t>(tag >> kKindShift) & 3u;
 }
 
 /** One posted operation; lives until its completion is queued. */
@@ -42,6 +56,16 @@ struct Op {
     Op *prev = nullptr, *next = nullptr;
     p2p_completion_t entry{};
     bool is_send = false;
+    // Single copy (core/cma.h): a send waiting for its ACK, or either side
+    // moving the payload through UCX after a FALLBACK answer.
+    enum Stage : uint8_t { PLAIN, SEND_RTS, SEND_PUSH, RECV_PUSH } stage = PLAIN;
+    bool bounced = false;        // small receive landed in bounce[] first
+    uint32_t seq = 0;
+    ucs_status_t rts_status = UCS_OK;  // RTS send failed synchronously
+    void *buffer = nullptr;      // the user's buffer and length
+    size_t length = 0;
+    cma::Ack ack{};
+    alignas(8) uint8_t bounce[sizeof(cma::Rts)];
     // UCX may run the callback inside the posting call (e.g. a receive that
     // matches a message already here); the callback then only records the
     // result and the poster completes the operation after the call returns.
@@ -49,6 +73,7 @@ struct Op {
     bool done_in_post = false;
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
+    uint64_t post_tag = 0;
 };
 
 /** A block to post, validated. */
@@ -60,6 +85,11 @@ struct PostItem {
     Mem *mem;
     void *user_context;
 };
+
+/** UCX callbacks of user sends and receives (user_data: the Op). */
+void send_cb(void *request, ucs_status_t st, void *user_data);
+void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
+             void *user_data);
 
 class Comm {
 public:
@@ -90,6 +120,10 @@ public:
 
     /** Completion from UCX (worker lock held) or inline. */
     void complete(Op *op, ucs_status_t st, size_t bytes);
+    /** A receive's UCX request finished: data, or an RTS to act on. */
+    void recv_done(Op *op, ucs_status_t st, size_t bytes, uint64_t tag);
+    /** A single-copy send's ACK receive finished. */
+    void ack_done(Op *op, ucs_status_t st);
     /** Endpoint error callback (worker lock held). */
     void on_peer_error(uint32_t peer, ucs_status_t st);
 
@@ -105,6 +139,10 @@ private:
         ucp_ep_h ep = nullptr;
         bool failed = false;
         bool failure_handled = false;
+        bool cma = false;       // same host: single copy possible
+        bool cma_off = false;   // the peer answered FALLBACK once
+        bool cma_refused = false;  // we could not read the peer once
+        uint32_t pid = 0;
     };
 
     Comm() = default;
@@ -117,10 +155,16 @@ private:
     void handle_failures();  // deferred hook, worker lock held
     void close_eps();        // worker lock held
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
+    void finish(Op *op, p2p_status_t ps, size_t bytes);
+    void post_rts(Op *op, const PostItem &it, ucp_ep_h ep);
+    void on_rts(Op *op, const cma::Rts &rts);
+    void send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status);
+    void repost_push(Op *op);
 
     std::shared_ptr<Context> ctx_;
     uint64_t ctx_id_ = 0;
     uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
+    size_t cma_thresh_ = SIZE_MAX;
     bool id_claimed_ = false;
     std::vector<std::vector<uint8_t>> addrs_;
     std::unique_ptr<Peer[]> peers_;

@@ -91,6 +91,15 @@ const ConfigVar kTable[] = {
     {"P2P_HERRING_SYSFS_ROOT", "/sys/class/infiniband",
      "herring shim: where herringP2PGetRDMADevices lists RDMA devices "
      "(tests point it at a fake tree)."},
+    {"P2P_CMA", "auto",
+     "Single-copy transfers between ranks on one host (process_vm_readv "
+     "under a ucxp2p rendezvous; UCX endpoints keep peer error handling): "
+     "auto (used when both ranks are in one pid namespace on one boot of one "
+     "machine, the call is permitted and UCX_TLS allows shared memory -- "
+     "unset, all, sm, shm or cma), or off (UCX moves every byte)."},
+    {"P2P_CMA_THRESH", "16384",
+     "Smallest message, in bytes, sent by single copy when P2P_CMA applies; "
+     "smaller ones go through UCX eagerly."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

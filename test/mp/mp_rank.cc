@@ -12,6 +12,8 @@
  *   killee <victim>       the victim kills itself mid-stream
  *   idle [sec]            idle between two barriers (see P2P_MP_GO_FILE)
  *   shutdown              p2p_comm_shutdown cancels pending operations
+ *   cma-fallback          same-host single copy refused by the kernel
+ *   cma-withdraw          single-copy sends cancelled before the receive
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -124,7 +126,8 @@ int main(int argc, char **argv) {
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
         {"truncate", mp::run_truncate}, {"threads", mp::run_threads},
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
-        {"shutdown", mp::run_shutdown}};
+        {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
+        {"cma-withdraw", mp::run_cma_withdraw}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

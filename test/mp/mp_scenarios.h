@@ -17,6 +17,8 @@ void run_truncate(int argc, char **argv);
 void run_threads(int argc, char **argv);
 void run_killee(int argc, char **argv);
 void run_shutdown(int argc, char **argv);
+void run_cma_fallback(int argc, char **argv);
+void run_cma_withdraw(int argc, char **argv);
 
 } // namespace mp
 

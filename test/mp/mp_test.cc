@@ -189,6 +189,39 @@ TEST_P(MpTest, Shutdown3Ranks) {
     expect_pass(s, "shutdown ok");
 }
 
+// Same-host single copy (src/core/cma.h) applies to the shm runs only:
+// UCX_TLS=tcp turns it off.
+bool single_copy(const Transport &t) { return std::string(t.name) == "shm"; }
+
+TEST_P(MpTest, SingleCopyFallback2Ranks) {
+    RunSpec s;
+    s.args = {"cma-fallback"};
+    s.env = {"P2P_LOG_LEVEL=info"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    // Rank 1 cannot read rank 0 and says so once; rank 0 switches to pushing.
+    const size_t refused = count(out, "cannot read rank 0's memory");
+    const size_t switched = count(out, "rank 1 cannot read this process");
+    if (single_copy(GetParam())) {
+        EXPECT_EQ(1u, refused) << out;
+        EXPECT_EQ(1u, switched) << out;
+        EXPECT_EQ(0u, count(out, "cannot read rank 1's memory")) << out;
+    } else {
+        EXPECT_EQ(0u, refused + switched) << out;
+    }
+}
+
+TEST_P(MpTest, SingleCopyWithdrawnSends2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-withdraw"};
+    expect_pass(s, "cma-withdraw ok");
+}
+
 TEST_P(MpTest, KillNineSurvivors) {
     RunSpec s;
     s.ranks = 3;

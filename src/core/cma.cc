@@ -1,0 +1,194 @@
+#include "core/cma.h"
+#include "core/config.h"
+#include "core/log.h"
+
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace ucxp2p {
+namespace cma {
+
+namespace {
+
+constexpr size_t kEpochSlots = 4096;
+std::atomic<uint64_t> g_epoch[kEpochSlots];
+// Peers read a slot as 8 plain bytes with process_vm_readv.
+static_assert(sizeof(std::atomic<uint64_t>) == 8 &&
+              std::atomic<uint64_t>::is_always_lock_free,
+              "epoch slots must be plain 64-bit words");
+std::atomic<uint32_t> g_seq{0};
+
+bool read_boot_id(uint8_t out[16]) {
+    FILE *f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f == nullptr) return false;
+    char buf[64] = {0};
+    bool ok = std::fgets(buf, sizeof(buf), f) != nullptr;
+    std::fclose(f);
+    if (!ok) return false;
+    int n = 0;
+    for (const char *p = buf; *p != '\0' && n < 32; ++p) {
+        int c = std::tolower(static_cast<unsigned char>(*p));
+        int v;
+        if (c >= '0' && c <= '9') v = c - '0';
+        else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+        else continue;
+        if (n % 2 == 0) out[n / 2] = static_cast<uint8_t>(v << 4);
+        else out[n / 2] |= static_cast<uint8_t>(v);
+        ++n;
+    }
+    return n == 32;
+}
+
+/** UCX_TLS allows shared-memory single copy: unset, or it names cma, sm,
+ *  shm or all; an exclusion list ("^...") must not name cma, sm or shm. */
+bool ucx_tls_allows() {
+    const char *tls = std::getenv("UCX_TLS");
+    if (tls == nullptr || *tls == '\0') return true;
+    bool exclude = tls[0] == '^';
+    std::string s(exclude ? tls + 1 : tls);
+    bool named = false, shm_named = false;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        size_t end = s.find(',', pos);
+        if (end == std::string::npos) end = s.size();
+        std::string tok = s.substr(pos, end - pos);
+        if (tok == "cma" || tok == "sm" || tok == "shm") shm_named = true;
+        if (tok == "all") named = true;
+        pos = end + 1;
+    }
+    if (exclude) return !shm_named;
+    return named || shm_named;
+}
+
+Identity compute_identity() {
+    Identity id;
+    std::memset(&id, 0, sizeof(id));
+    id.pid = static_cast<uint32_t>(getpid());
+    std::string mode = config_get("P2P_CMA");
+    if (mode == "off") {
+        P2P_LOG(P2P_LOG_DEBUG, "cma: disabled by P2P_CMA=off");
+        return id;
+    }
+    if (mode != "auto") {
+        P2P_LOG(P2P_LOG_WARN, "cma: P2P_CMA='%s' is not auto or off; "
+                "single copy disabled", mode.c_str());
+        return id;
+    }
+    if (!ucx_tls_allows()) {
+        P2P_LOG(P2P_LOG_DEBUG, "cma: disabled because UCX_TLS excludes "
+                "shared memory");
+        return id;
+    }
+    struct stat sb;
+    if (!read_boot_id(id.boot_id) || stat("/proc/self/ns/pid", &sb) != 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "cma: disabled (no boot id or pid namespace)");
+        return id;
+    }
+    id.pid_ns = static_cast<uint64_t>(sb.st_ino);
+    // Seccomp (container runtimes) may forbid the call altogether.
+    uint64_t src = 0x1234, dst = 0;
+    struct iovec l = {&dst, sizeof(dst)}, r = {&src, sizeof(src)};
+    if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != sizeof(dst) ||
+        dst != src) {
+        P2P_LOG(P2P_LOG_INFO, "cma: process_vm_readv unavailable (%s); "
+                "same-host messages use UCX shared memory only",
+                std::strerror(errno));
+        return id;
+    }
+    id.enabled = 1;
+    return id;
+}
+
+}  // namespace
+
+const Identity &local_identity() {
+    static Identity id = compute_identity();
+    return id;
+}
+
+bool peer_eligible(const Identity &mine, const Identity &theirs) {
+    return mine.enabled == 1 && theirs.enabled == 1 &&
+           std::memcmp(mine.boot_id, theirs.boot_id, sizeof(mine.boot_id)) == 0 &&
+           mine.pid_ns == theirs.pid_ns && mine.pid != theirs.pid;
+}
+
+size_t threshold() {
+    static size_t thresh = [] {
+        uint64_t v = 0;
+        if (config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v) != P2P_OK) {
+            v = 16384;
+        }
+        return static_cast<size_t>(v < sizeof(Rts) ? sizeof(Rts) : v);
+    }();
+    return thresh;
+}
+
+uint32_t next_seq() {
+    uint32_t s;
+    do {
+        s = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    } while (s == 0);
+    return s;
+}
+
+void stamp_epoch(Rts *rts, uint32_t seq) {
+    std::atomic<uint64_t> &slot = g_epoch[seq % kEpochSlots];
+    rts->epoch_addr = reinterpret_cast<uint64_t>(&slot);
+    rts->epoch = slot.load(std::memory_order_seq_cst);
+}
+
+void bump_epoch(uint32_t seq) {
+    g_epoch[seq % kEpochSlots].fetch_add(1, std::memory_order_seq_cst);
+}
+
+ReadResult read(pid_t pid, const Rts &rts, void *dst, int *err) {
+    uint64_t epoch = 0;
+    uint8_t *d = static_cast<uint8_t *>(dst);
+    uint64_t done = 0;
+    const uint64_t total = rts.length + sizeof(epoch);
+    *err = 0;
+    while (done < total) {
+        struct iovec l[2], r[2];
+        int n = 0;
+        if (done < rts.length) {
+            l[n] = {d + done, static_cast<size_t>(rts.length - done)};
+            r[n] = {reinterpret_cast<void *>(rts.addr + done),
+                    static_cast<size_t>(rts.length - done)};
+            ++n;
+        }
+        uint64_t eoff = done > rts.length ? done - rts.length : 0;
+        l[n] = {reinterpret_cast<uint8_t *>(&epoch) + eoff,
+                static_cast<size_t>(sizeof(epoch) - eoff)};
+        r[n] = {reinterpret_cast<void *>(rts.epoch_addr + eoff),
+                static_cast<size_t>(sizeof(epoch) - eoff)};
+        ++n;
+        ssize_t got = process_vm_readv(pid, l, n, r, n, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            if (errno == EPERM || errno == EACCES || errno == ENOSYS) {
+                return ReadResult::NOT_ALLOWED;
+            }
+            return errno == ESRCH ? ReadResult::PEER_GONE : ReadResult::FAILED;
+        }
+        if (got == 0) {
+            *err = EFAULT;
+            return ReadResult::FAILED;
+        }
+        done += static_cast<uint64_t>(got);
+    }
+    return epoch == rts.epoch ? ReadResult::OK : ReadResult::CANCELLED;
+}
+
+}  // namespace cma
+}  // namespace ucxp2p

@@ -1,0 +1,103 @@
+/*
+ * Single-copy transfers between ranks on one host through Linux cross
+ * memory attach (process_vm_readv), under our own rendezvous.
+ *
+ * Why not UCX's CMA transport: endpoints are created with peer error
+ * handling (a dead peer's operations must complete), and UCX 1.13 then
+ * drops CMA for rendezvous (its memory domain cannot invalidate a
+ * registration), so large same-host messages take a two-copy pipeline
+ * through shared memory at a third of the speed. Our protocol keeps peer
+ * error handling on every UCX endpoint (control messages ride them) and
+ * moves the payload with one kernel copy:
+ *
+ *   sender                              receiver
+ *   post ACK receive (seq)
+ *   RTS {seq, addr, len, epoch}  --->   user receive matches the RTS
+ *                                       process_vm_readv(data, then epoch)
+ *   ACK {status, seq}            <---   ACK (OK | TRUNCATED | FALLBACK | ERROR)
+ *   complete the send                   complete the receive
+ *
+ * FALLBACK: the receiver may not read the sender (ptrace rules, seccomp);
+ * the sender then pushes the payload through UCX (PUSH tag, same seq) and
+ * stops using single copy towards that peer.
+ *
+ * The epoch: a counter in a process-wide table (slot = seq modulo its size,
+ * never freed) that the sender bumps before it completes a single-copy send
+ * without an ACK (cancelled by shutdown or by a failure report). The
+ * receiver reads it right after the payload; a changed value means the
+ * sender's user may already own the buffer again, and the receive fails
+ * instead of delivering data that may have changed. Sends sharing a slot
+ * can only make each other fail, never deliver stale data.
+ */
+#ifndef UCXP2P_CORE_CMA_H
+#define UCXP2P_CORE_CMA_H
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ucxp2p {
+namespace cma {
+
+/** What a rank tells its peers at p2p_comm_create (blob v2). */
+struct Identity {
+    uint8_t boot_id[16];  // /proc/sys/kernel/random/boot_id
+    uint64_t pid_ns;      // inode of /proc/self/ns/pid
+    uint32_t pid;
+    uint32_t enabled;     // 1: this rank can and may use single copy
+};
+
+/** This process' identity; enabled reflects P2P_CMA, UCX_TLS and a
+ *  process_vm_readv self test. Computed once. */
+const Identity &local_identity();
+
+/** Same host, same pid namespace, both enabled. */
+bool peer_eligible(const Identity &mine, const Identity &theirs);
+
+/** Smallest message sent by single copy (P2P_CMA_THRESH, read once). */
+size_t threshold();
+
+/** Rendezvous request: travels as the payload of a KIND_RTS message. */
+struct Rts {
+    uint32_t magic;
+    uint32_t seq;
+    uint64_t addr;
+    uint64_t length;
+    uint64_t epoch_addr;
+    uint64_t epoch;
+};
+constexpr uint32_t kRtsMagic = 0x43524453;  // "SDRC"
+
+/** Receiver's answer: payload of a KIND_ACK message. */
+struct Ack {
+    int32_t status;
+    uint32_t seq;
+};
+enum AckStatus : int32_t { ACK_OK = 0, ACK_TRUNCATED = 1, ACK_FALLBACK = 2,
+                           ACK_ERROR = 3 };
+
+/** A fresh sequence number, unique in this process (never 0). */
+uint32_t next_seq();
+
+/** Fill the epoch fields of an RTS for send seq. */
+void stamp_epoch(Rts *rts, uint32_t seq);
+
+/** Invalidate single-copy send seq (and any sharing its slot). */
+void bump_epoch(uint32_t seq);
+
+enum class ReadResult {
+    OK,           // payload read and the sender did not cancel meanwhile
+    CANCELLED,    // payload read, but the sender's epoch moved: discard
+    NOT_ALLOWED,  // EPERM/EACCES/ENOSYS: use the fallback
+    PEER_GONE,    // ESRCH
+    FAILED,       // anything else (errno kept in *err)
+};
+
+/** Read rts.length bytes from pid into dst, then the sender's epoch. */
+ReadResult read(pid_t pid, const Rts &rts, void *dst, int *err);
+
+}  // namespace cma
+}  // namespace ucxp2p
+
+#endif

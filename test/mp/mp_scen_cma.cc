@@ -1,0 +1,147 @@
+/*
+ * mp_rank scenarios about same-host single copy (src/core/cma.h), 2 ranks:
+ *   cma-fallback  rank 0 makes itself unreadable (not dumpable; rank 1 drops
+ *       CAP_SYS_PTRACE), so rank 1's reads of rank 0 fail with EPERM and
+ *       rank 0 must push its payloads through UCX instead; rank 1 -> 0 still
+ *       reads directly. Every byte is verified both ways, twice (the second
+ *       round runs after the sender has stopped trying single copy).
+ *   cma-withdraw  rank 0 posts large sends nobody receives yet, shuts its
+ *       communicator down (the sends complete P2P_ERR_CANCELED) and
+ *       overwrites the buffers; rank 1 posts its receives only then: they
+ *       must fail (P2P_ERR_PEER_FAILURE), never deliver the new bytes as OK.
+ */
+#include "mp_common.h"
+#include "mp_scenarios.h"
+
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+namespace mp {
+
+namespace {
+
+/** Drop CAP_SYS_PTRACE from this process (a no-op when not privileged). */
+void drop_ptrace_capability() {
+    __user_cap_header_struct hdr;
+    __user_cap_data_struct data[2];
+    std::memset(&hdr, 0, sizeof(hdr));
+    std::memset(data, 0, sizeof(data));
+    hdr.version = _LINUX_CAPABILITY_VERSION_3;
+    MP_CHECK(syscall(SYS_capget, &hdr, data) == 0, "capget: %s", std::strerror(errno));
+    data[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    data[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    data[0].inheritable &= ~(1u << CAP_SYS_PTRACE);
+    MP_CHECK(syscall(SYS_capset, &hdr, data) == 0, "capset: %s", std::strerror(errno));
+}
+
+void exchange_verified(Rank &r, uint32_t tid0) {
+    const std::vector<size_t> sizes = {8, 40, 16384, 65536, (size_t(1) << 20) + 5};
+    const uint32_t peer = 1 - r.rank();
+    size_t total = 0;
+    for (size_t s : sizes) total += s;
+    RegBuf sbuf(r.ctx(), total, 0);
+    RegBuf rbuf(r.ctx(), total, 0xEE);
+    std::vector<Xfer> ops;
+    size_t off = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        uint32_t tid = tid0 + static_cast<uint32_t>(k);
+        fill_pattern(sbuf.data() + off, sizes[k], r.rank(), peer, tid);
+        ops.push_back({false, peer, tid, sizes[k], off});
+        MP_OK(p2p_comm_recv(r.comm(), peer, tid, rbuf.data() + off, sizes[k],
+                            rbuf.mem(), ctx_of(ops.size() - 1)));
+        ops.push_back({true, peer, tid, sizes[k], off});
+        MP_OK(p2p_comm_send(r.comm(), peer, tid, sbuf.data() + off, sizes[k],
+                            sbuf.mem(), ctx_of(ops.size() - 1)));
+        off += sizes[k];
+    }
+    collect(r.comm(), ops, 60);
+    expect_quiet(r.comm());
+    for (const Xfer &x : ops) {
+        if (!x.is_send) {
+            check_pattern(rbuf.data() + x.off, x.len, x.peer, r.rank(), x.tid,
+                          "cma exchange");
+        }
+    }
+    sbuf.release();
+    rbuf.release();
+}
+
+void withdrawn_check(const Xfer &x, const p2p_completion_t &c) {
+    if (x.is_send) {
+        MP_CHECK(c.status == P2P_ERR_CANCELED, "send of %zu B nobody received "
+                 "completed with %d (%s) at shutdown, expected P2P_ERR_CANCELED",
+                 x.len, static_cast<int>(c.status), p2p_status_string(c.status));
+        return;
+    }
+    MP_CHECK(c.status == P2P_ERR_PEER_FAILURE, "receive of a withdrawn %zu B "
+             "send completed with %d (%s) and %llu bytes, expected "
+             "P2P_ERR_PEER_FAILURE", x.len, static_cast<int>(c.status),
+             p2p_status_string(c.status),
+             static_cast<unsigned long long>(c.bytes));
+}
+
+} // namespace
+
+void run_cma_fallback(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-fallback");
+    MP_CHECK(r.size() == 2, "cma-fallback needs 2 ranks");
+    if (r.rank() == 0) {
+        MP_CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0, "prctl: %s",
+                 std::strerror(errno));
+    } else {
+        drop_ptrace_capability();
+    }
+    r.barrier();
+    exchange_verified(r, 100);
+    exchange_verified(r, 200);
+    r.barrier();
+    say("cma-fallback ok");
+    r.finish();
+}
+
+void run_cma_withdraw(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-withdraw");
+    MP_CHECK(r.size() == 2, "cma-withdraw needs 2 ranks");
+    const size_t kLen = size_t(1) << 20, kCount = 4;
+    RegBuf buf(r.ctx(), kLen * kCount, 0);
+    std::vector<Xfer> ops;
+    for (size_t k = 0; k < kCount; ++k) {
+        ops.push_back({r.rank() == 0, 1 - r.rank(), static_cast<uint32_t>(k),
+                       kLen, k * kLen});
+    }
+    if (r.rank() == 0) {
+        for (size_t k = 0; k < kCount; ++k) {
+            fill_pattern(buf.data() + k * kLen, kLen, 0, 1, static_cast<uint32_t>(k));
+            MP_OK(p2p_comm_send(r.comm(), 1, static_cast<uint32_t>(k),
+                                buf.data() + k * kLen, kLen, buf.mem(), ctx_of(k)));
+        }
+        r.barrier();  // the requests have reached rank 1
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        MP_OK(p2p_comm_shutdown(r.comm()));
+        collect(r.comm(), ops, 30, withdrawn_check);
+        std::memset(buf.data(), 0x5A, kLen * kCount);  // the user owns it again
+        r.barrier();  // rank 1 may receive now
+        r.barrier();  // rank 1 is done
+    } else {
+        r.barrier();
+        r.barrier();  // rank 0 withdrew its sends and reused the buffers
+        for (size_t k = 0; k < kCount; ++k) {
+            MP_OK(p2p_comm_recv(r.comm(), 0, static_cast<uint32_t>(k),
+                                buf.data() + k * kLen, kLen, buf.mem(), ctx_of(k)));
+        }
+        collect(r.comm(), ops, 30, withdrawn_check);
+        r.barrier();
+    }
+    buf.release();
+    say("cma-withdraw ok");
+    r.finish();
+}
+
+} // namespace mp
