@@ -18,13 +18,16 @@ TEST(CompletionQueue, ProducersAndConsumersLoseNothing) {
     CompletionQueue q;
     constexpr int kProducers = 4, kPerProducer = 5000;
     q.add_pending(kProducers * kPerProducer);
+    // Producers are serialized by the caller, as the worker lock does.
+    std::mutex producer_mu;
     std::vector<std::thread> producers;
     for (int p = 0; p < kProducers; ++p) {
-        producers.emplace_back([&q, p] {
+        producers.emplace_back([&q, &producer_mu, p] {
             for (int i = 0; i < kPerProducer; ++i) {
                 p2p_completion_t e{};
                 e.peer = static_cast<uint32_t>(p);
                 e.tensor_id = static_cast<uint32_t>(i);
+                std::lock_guard<std::mutex> lock(producer_mu);
                 q.push(e);
             }
         });
@@ -53,6 +56,64 @@ TEST(CompletionQueue, ProducersAndConsumersLoseNothing) {
     EXPECT_EQ(kProducers * kPerProducer, popped.load());
     EXPECT_EQ(0u, q.pending());
     EXPECT_TRUE(q.empty());
+}
+
+TEST(CompletionQueue, FifoAcrossSegmentsAndPendingCount) {
+    CompletionQueue q;
+    constexpr uint32_t kN = 1000;  // several segments
+    q.add_pending(kN);
+    EXPECT_EQ(kN, q.pending());
+    p2p_completion_t out[7];
+    EXPECT_EQ(0u, q.pop(out, 7));
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < kN; ++i) {
+        p2p_completion_t e{};
+        e.tensor_id = i;
+        q.push(e);
+        EXPECT_EQ(kN - i - 1, q.pending());
+        if (i % 3 == 0) {  // interleave partial drains with pushes
+            size_t n = q.pop(out, 7);
+            for (size_t k = 0; k < n; ++k) EXPECT_EQ(next++, out[k].tensor_id);
+        }
+    }
+    size_t n;
+    while ((n = q.pop(out, 7)) > 0) {
+        for (size_t k = 0; k < n; ++k) EXPECT_EQ(next++, out[k].tensor_id);
+    }
+    EXPECT_EQ(kN, next);
+    EXPECT_TRUE(q.empty());
+    EXPECT_EQ(0u, q.pending());
+}
+
+TEST(CompletionQueue, PushWakesABlockedWaiterPromptly) {
+    // A lost wake-up would leave the waiter asleep for its whole timeout.
+    CompletionQueue q;
+    constexpr int kRounds = 200;
+    std::atomic<int> woken{0};
+    std::atomic<int> round{-1};
+    std::thread waiter([&] {
+        p2p_completion_t e;
+        for (int r = 0; r < kRounds; ++r) {
+            round.store(r);
+            auto t0 = std::chrono::steady_clock::now();
+            bool ok = q.wait_nonempty(10000);
+            auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0).count();
+            EXPECT_TRUE(ok);
+            EXPECT_LT(ms, 5000) << "round " << r;
+            EXPECT_EQ(1u, q.pop(&e, 1));
+            woken.fetch_add(1);
+        }
+    });
+    for (int r = 0; r < kRounds; ++r) {
+        while (round.load() < r) std::this_thread::yield();
+        if (r % 2 == 0) std::this_thread::yield();  // vary who goes first
+        q.add_pending(1);
+        q.push(p2p_completion_t{});
+        while (woken.load() <= r) std::this_thread::yield();
+    }
+    waiter.join();
+    EXPECT_EQ(kRounds, woken.load());
 }
 
 TEST(CompletionQueue, WaitTimesOutWhenEmpty) {
