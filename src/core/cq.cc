@@ -24,15 +24,15 @@ void CompletionQueue::push(const p2p_completion_t &entry) {
         tail_pos_ = 0;
     }
     tail_->e[tail_pos_++] = entry;
+    // seq_cst: Dekker with wait_nonempty() (store entry count, load waiter
+    // count; the waiter does the reverse), so either the waiter sees the
+    // entry or we see the waiter.
     pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
-                  std::memory_order_release);
+                  std::memory_order_seq_cst);
     // Finished: no longer pending. After the entry is visible, so a reader
     // never sees an operation as neither pending nor queued.
     add(&pending_, static_cast<size_t>(-1));
-    // Dekker with wait_nonempty(): either the waiter sees the entry or we
-    // see the waiter.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_relaxed) > 0) {
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
         std::lock_guard<std::mutex> lock(mu_);
         cv_.notify_all();
     }
@@ -63,15 +63,17 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
 
 bool CompletionQueue::wait_nonempty(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    waiters_.fetch_add(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with push()
+    waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
+    auto nonempty = [this] {
+        return pushed_.load(std::memory_order_seq_cst) !=
+               popped_.load(std::memory_order_relaxed);  // popped_: under mu_
+    };
     bool ok;
     if (timeout_ms < 0) {
-        cv_.wait(lock, [this] { return !empty(); });
+        cv_.wait(lock, nonempty);
         ok = true;
     } else {
-        ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                          [this] { return !empty(); });
+        ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), nonempty);
     }
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     return ok;
