@@ -125,6 +125,9 @@ public:
 
     /** The object of id, or an empty Ref (unknown, destroyed, other type). */
     Ref get(uint64_t id) {
+        if ((id >> kIndexBits) == 0) {
+            return Ref();  // no sequence: never issued (a free slot's id is 0)
+        }
         Slot *s = slot_at(id & kIndexMask);
         if (s == nullptr || !try_ref(s)) {
             return Ref();
@@ -139,6 +142,9 @@ public:
     /** Unregister id; returns the registry's reference (empty when absent:
      *  double destroy). The object dies when the last Ref goes. */
     Ref remove(uint64_t id) {
+        if ((id >> kIndexBits) == 0) {
+            return Ref();  // never issued; would match a free slot's 0
+        }
         Slot *s = slot_at(id & kIndexMask);
         if (s == nullptr) {
             return Ref();

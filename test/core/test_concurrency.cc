@@ -240,6 +240,11 @@ TEST(Registry, SlotsAreRecycledButIdsAreNot) {
     Registry<int> reg;
     uint64_t first = reg.add(std::make_unique<int>(1));
     ASSERT_TRUE(reg.remove(first));
+    // Free slots: a handle of 0 or with no sequence bits matches nothing.
+    for (uint64_t bogus : {uint64_t(0), first & 0xfffff, uint64_t(1)}) {
+        EXPECT_FALSE(reg.get(bogus)) << bogus;
+        EXPECT_FALSE(reg.remove(bogus)) << bogus;
+    }
     uint64_t second = reg.add(std::make_unique<int>(2));
     EXPECT_NE(first, second);
     EXPECT_FALSE(reg.get(first));  // the stale id does not reach the new object
