@@ -84,8 +84,8 @@ void destroy_mem(MemEntry &e) {
 p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
                          const void *buffer, size_t length, p2p_mem_h mem,
                          void *user_context, PostItem *item,
-                         std::shared_ptr<MemEntry> *mem_ref) {
-    std::shared_ptr<MemEntry> m = g_mems.get(handle_id(mem));
+                         Registry<MemEntry>::Ref *mem_ref) {
+    Registry<MemEntry>::Ref m = g_mems.get(handle_id(mem));
     if (!m) return P2P_ERR_INVALID_HANDLE;
     if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
     if (m->mem.ctx_id != comm.ctx_id()) {
@@ -108,12 +108,12 @@ p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
 p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blocks,
                          size_t count, size_t *bad_index_p) {
     return guarded(is_send ? "send" : "recv", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm_h));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm_h));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (blocks == nullptr && count > 0) return P2P_ERR_INVALID_PARAM;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
         std::vector<PostItem> items(count);
-        std::vector<std::shared_ptr<MemEntry>> refs(count);
+        std::vector<Registry<MemEntry>::Ref> refs(count);
         for (size_t i = 0; i < count; ++i) {
             const p2p_block_t &b = blocks[i];
             p2p_status_t st = check_block(*c->comm, b.peer, b.tensor_id, b.buffer,
@@ -132,11 +132,11 @@ p2p_status_t post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer,
                          uint32_t tensor_id, const void *buffer, size_t length,
                          p2p_mem_h mem, void *user_context) {
     return guarded(is_send ? "send" : "recv", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm_h));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm_h));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
         PostItem item;
-        std::shared_ptr<MemEntry> ref;
+        Registry<MemEntry>::Ref ref;
         p2p_status_t st = check_block(*c->comm, peer, tensor_id, buffer, length,
                                       mem, user_context, &item, &ref);
         if (st != P2P_OK) return st;
@@ -167,11 +167,12 @@ p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *conte
         if (st != P2P_OK) return st;
         static std::once_flag atexit_once;
         std::call_once(atexit_once, [] { std::atexit(stop_all_progress); });
-        auto e = std::make_shared<ContextEntry>();
+        auto e = std::make_unique<ContextEntry>();
         e->ctx = std::shared_ptr<Context>(std::move(ctx));
         ContextEntry *raw = e.get();
         uint64_t id = g_contexts.add(std::move(e));
-        raw->id = id;
+        if (id == 0) return P2P_ERR_NO_MEMORY;  // out of handle slots
+        raw->id = id;  // before the handle is returned: no one else sees it yet
         *context_p = handle_from_id<p2p_context_h>(id);
         return P2P_OK;
     });
@@ -179,7 +180,7 @@ p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *conte
 
 p2p_status_t p2p_context_destroy(p2p_context_h context) {
     return guarded("context", [&]() -> p2p_status_t {
-        std::shared_ptr<ContextEntry> e = g_contexts.remove(handle_id(context));
+        Registry<ContextEntry>::Ref e = g_contexts.remove(handle_id(context));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         uint64_t id = e->id;
         // Communicators first (they cancel and drain their operations), then
@@ -211,16 +212,18 @@ p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bo
         p2p_status_t st = bootstrap_create(raw_type, &bs);
         if (st != P2P_OK) return st;
         log_set_rank(static_cast<int>(bs->rank()));
-        auto e = std::make_shared<BootstrapEntry>();
+        auto e = std::make_unique<BootstrapEntry>();
         e->bs = std::move(bs);
-        *bootstrap_p = handle_from_id<p2p_bootstrap_h>(g_bootstraps.add(std::move(e)));
+        uint64_t id = g_bootstraps.add(std::move(e));
+        if (id == 0) return P2P_ERR_NO_MEMORY;
+        *bootstrap_p = handle_from_id<p2p_bootstrap_h>(id);
         return P2P_OK;
     });
 }
 
 p2p_status_t p2p_bootstrap_destroy(p2p_bootstrap_h bootstrap) {
     return guarded("bootstrap", [&]() -> p2p_status_t {
-        std::shared_ptr<BootstrapEntry> e = g_bootstraps.remove(handle_id(bootstrap));
+        Registry<BootstrapEntry>::Ref e = g_bootstraps.remove(handle_id(bootstrap));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         std::lock_guard<std::mutex> lock(e->mu);  // wait for a call in progress
         e->bs.reset();
@@ -230,7 +233,7 @@ p2p_status_t p2p_bootstrap_destroy(p2p_bootstrap_h bootstrap) {
 
 p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap, p2p_bootstrap_info_t *info_p) {
     return guarded("bootstrap", [&]() -> p2p_status_t {
-        std::shared_ptr<BootstrapEntry> e = g_bootstraps.get(handle_id(bootstrap));
+        Registry<BootstrapEntry>::Ref e = g_bootstraps.get(handle_id(bootstrap));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
         std::lock_guard<std::mutex> lock(e->mu);
@@ -246,7 +249,7 @@ p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap, p2p_bootstrap_info_t
 
 p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap) {
     return guarded("bootstrap", [&]() -> p2p_status_t {
-        std::shared_ptr<BootstrapEntry> e = g_bootstraps.get(handle_id(bootstrap));
+        Registry<BootstrapEntry>::Ref e = g_bootstraps.get(handle_id(bootstrap));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         std::lock_guard<std::mutex> lock(e->mu);
         if (!e->bs) return P2P_ERR_INVALID_HANDLE;
@@ -257,9 +260,9 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap) {
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
                              p2p_comm_h *comm_p) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<ContextEntry> ce = g_contexts.get(handle_id(context));
+        Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
         if (!ce) return P2P_ERR_INVALID_HANDLE;
-        std::shared_ptr<BootstrapEntry> be = g_bootstraps.get(handle_id(bootstrap));
+        Registry<BootstrapEntry>::Ref be = g_bootstraps.get(handle_id(bootstrap));
         if (!be) return P2P_ERR_INVALID_HANDLE;
         if (comm_p == nullptr) return P2P_ERR_INVALID_PARAM;
         std::unique_ptr<Comm> comm;
@@ -269,9 +272,10 @@ p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
             p2p_status_t st = Comm::create(ce->ctx, ce->id, *be->bs, &comm);
             if (st != P2P_OK) return st;
         }
-        auto e = std::make_shared<CommEntry>();
+        auto e = std::make_unique<CommEntry>();
         e->comm = std::move(comm);
         uint64_t id = g_comms.add(std::move(e));
+        if (id == 0) return P2P_ERR_NO_MEMORY;
         // The context may have been destroyed meanwhile: then undo.
         if (!g_contexts.get(ce->id)) {
             g_comms.remove(id);
@@ -284,7 +288,7 @@ p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
 
 p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
         info_p->rank = c->comm->rank();
@@ -298,7 +302,7 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p) {
 
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         c->comm->shutdown();
         return P2P_OK;
@@ -307,7 +311,7 @@ p2p_status_t p2p_comm_shutdown(p2p_comm_h comm) {
 
 p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.remove(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.remove(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         // Freed when the last in-flight API call on it returns.
         c->comm->shutdown();
@@ -318,7 +322,7 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
 p2p_status_t p2p_mem_register(p2p_context_h context, void *address, size_t length,
                               p2p_mem_h *mem_p) {
     return guarded("mem", [&]() -> p2p_status_t {
-        std::shared_ptr<ContextEntry> ce = g_contexts.get(handle_id(context));
+        Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
         if (!ce) return P2P_ERR_INVALID_HANDLE;
         if (address == nullptr || length == 0 || mem_p == nullptr) {
             return P2P_ERR_INVALID_PARAM;
@@ -341,21 +345,27 @@ p2p_status_t p2p_mem_register(p2p_context_h context, void *address, size_t lengt
                     length, address, ucs_status_string(st));
             return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
         }
-        auto e = std::make_shared<MemEntry>();
+        auto e = std::make_unique<MemEntry>();
         e->ctx = ce->ctx;
         e->mem.ctx = ce->ctx.get();
         e->mem.ctx_id = ce->id;
         e->mem.base = reinterpret_cast<uintptr_t>(address);
         e->mem.length = length;
         e->mem.memh = memh;
-        *mem_p = handle_from_id<p2p_mem_h>(g_mems.add(std::move(e)));
+        uint64_t id = g_mems.add(std::move(e));
+        if (id == 0) {
+            std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
+            ucp_mem_unmap(ce->ctx->ucp(), memh);
+            return P2P_ERR_NO_MEMORY;
+        }
+        *mem_p = handle_from_id<p2p_mem_h>(id);
         return P2P_OK;
     });
 }
 
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
     return guarded("mem", [&]() -> p2p_status_t {
-        std::shared_ptr<MemEntry> e = g_mems.get(handle_id(mem));
+        Registry<MemEntry>::Ref e = g_mems.get(handle_id(mem));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         e->mem.dead.store(true);
         if (e->mem.inflight.load() != 0) {
@@ -393,7 +403,7 @@ p2p_status_t p2p_comm_recv_batch(p2p_comm_h comm, const p2p_block_t *blocks,
 p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max, size_t *count_p) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
             return P2P_ERR_INVALID_PARAM;
@@ -413,7 +423,7 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max, size_t *count_p,
                            int timeout_ms) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
             return P2P_ERR_INVALID_PARAM;
@@ -440,7 +450,7 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
 
 p2p_status_t p2p_comm_pending(p2p_comm_h comm, p2p_queue_t queue, size_t *count_p) {
     return guarded("comm", [&]() -> p2p_status_t {
-        std::shared_ptr<CommEntry> c = g_comms.get(handle_id(comm));
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (!valid_queue(queue) || count_p == nullptr) return P2P_ERR_INVALID_PARAM;
         *count_p = c->comm->queue(queue).pending();

@@ -4,48 +4,78 @@
 
 namespace ucxp2p {
 
-void CompletionQueue::push(const p2p_completion_t &entry) {
-    bool wake;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        q_.push_back(entry);
-        size_.store(q_.size(), std::memory_order_release);
-        // Finished: no longer pending. Decrement under the lock so that a
-        // reader never sees an operation as neither pending nor queued.
-        pending_.fetch_sub(1);
-        wake = waiters_ > 0;
+CompletionQueue::CompletionQueue() : tail_(new Segment()), head_(tail_) {}
+
+CompletionQueue::~CompletionQueue() {
+    while (head_ != nullptr) {
+        Segment *next = head_->next.load(std::memory_order_relaxed);
+        delete head_;
+        head_ = next;
     }
-    if (wake) {
+}
+
+void CompletionQueue::push(const p2p_completion_t &entry) {
+    if (tail_pos_ == kSegEntries) {
+        Segment *s = new Segment();
+        // Linked before the entry is published: a consumer that sees the
+        // entry's count also sees the link.
+        tail_->next.store(s, std::memory_order_release);
+        tail_ = s;
+        tail_pos_ = 0;
+    }
+    tail_->e[tail_pos_++] = entry;
+    // seq_cst: Dekker with wait_nonempty() (store entry count, load waiter
+    // count; the waiter does the reverse), so either the waiter sees the
+    // entry or we see the waiter.
+    pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
+                  std::memory_order_seq_cst);
+    // Finished: no longer pending. After the entry is visible, so a reader
+    // never sees an operation as neither pending nor queued.
+    add(&pending_, static_cast<size_t>(-1));
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
         cv_.notify_all();
     }
 }
 
 size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
-    if (size_.load(std::memory_order_acquire) == 0) {
+    if (empty()) {
         return 0;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    uint64_t popped = popped_.load(std::memory_order_relaxed);
+    uint64_t avail = pushed_.load(std::memory_order_acquire) - popped;
     size_t n = 0;
-    while (n < max && !q_.empty()) {
-        out[n++] = q_.front();
-        q_.pop_front();
+    while (n < max && n < avail) {
+        if (head_pos_ == kSegEntries) {
+            // The producer has moved on (an entry past this segment is
+            // published), so nobody touches this segment any more.
+            Segment *next = head_->next.load(std::memory_order_acquire);
+            delete head_;
+            head_ = next;
+            head_pos_ = 0;
+        }
+        out[n++] = head_->e[head_pos_++];
     }
-    size_.store(q_.size(), std::memory_order_release);
+    popped_.store(popped + n, std::memory_order_release);
     return n;
 }
 
 bool CompletionQueue::wait_nonempty(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    ++waiters_;
+    waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
+    auto nonempty = [this] {
+        return pushed_.load(std::memory_order_seq_cst) !=
+               popped_.load(std::memory_order_relaxed);  // popped_: under mu_
+    };
     bool ok;
     if (timeout_ms < 0) {
-        cv_.wait(lock, [this] { return !q_.empty(); });
+        cv_.wait(lock, nonempty);
         ok = true;
     } else {
-        ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                          [this] { return !q_.empty(); });
+        ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), nonempty);
     }
-    --waiters_;
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
     return ok;
 }
 

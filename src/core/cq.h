@@ -2,6 +2,14 @@
  * Completion queue: unbounded FIFO of completion entries (nothing is ever
  * dropped while the communicator lives), a count of posted-but-unfinished
  * operations, non-blocking pop and blocking pop with a deadline.
+ *
+ * Producers are serialized by the caller (a communicator pushes and counts
+ * pending operations only with its context's worker lock held), so a push
+ * writes the entry into a chain of fixed-size segments and publishes it
+ * with one release store: no lock and no locked instruction on the
+ * completion path. Consumers (any number of threads) take the queue's own
+ * mutex, and only when an entry is there. Lock order: worker lock -> queue
+ * lock (a push wakes blocked waiters under it).
  */
 #ifndef UCXP2P_CORE_CQ_H
 #define UCXP2P_CORE_CQ_H
@@ -10,19 +18,26 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
+#include <cstdint>
 #include <mutex>
 
 namespace ucxp2p {
 
 class CompletionQueue {
 public:
-    /** An operation was posted (it will push exactly one entry). */
-    void add_pending(size_t n = 1) { pending_.fetch_add(n); }
-    /** Undo add_pending for operations that were not posted after all. */
-    void drop_pending(size_t n) { pending_.fetch_sub(n); }
+    CompletionQueue();
+    ~CompletionQueue();
+    CompletionQueue(const CompletionQueue &) = delete;
+    CompletionQueue &operator=(const CompletionQueue &) = delete;
 
-    /** The operation finished: queue its entry. */
+    /** An operation was posted (it will push exactly one entry). Producer
+     *  side: serialized with push(). */
+    void add_pending(size_t n = 1) { add(&pending_, n); }
+    /** Undo add_pending for operations that were not posted after all. */
+    void drop_pending(size_t n) { add(&pending_, 0 - n); }
+
+    /** The operation finished: queue its entry (and it is no longer
+     *  pending). One producer at a time. */
     void push(const p2p_completion_t &entry);
 
     /** Pop up to max entries; returns the count (0 when empty). */
@@ -32,20 +47,40 @@ public:
      *  Returns false on timeout. */
     bool wait_nonempty(int timeout_ms);
 
-    bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
-    size_t pending() const { return pending_.load(); }
-    size_t size() const { return size_.load(); }
+    bool empty() const { return size() == 0; }
+    size_t pending() const { return pending_.load(std::memory_order_acquire); }
+    size_t size() const {
+        return static_cast<size_t>(pushed_.load(std::memory_order_acquire) -
+                                   popped_.load(std::memory_order_acquire));
+    }
 
     /** Wake all waiters (shutdown). */
     void notify_all();
 
 private:
+    static constexpr size_t kSegEntries = 128;
+    struct Segment {
+        p2p_completion_t e[kSegEntries];
+        std::atomic<Segment *> next{nullptr};
+    };
+
+    static void add(std::atomic<size_t> *v, size_t d) {
+        v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_release);
+    }
+
+    // Producer side (serialized by the caller).
+    Segment *tail_;
+    size_t tail_pos_ = 0;
+    // Consumer side (under mu_).
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<p2p_completion_t> q_;
-    std::atomic<size_t> size_{0};
-    std::atomic<size_t> pending_{0};
-    int waiters_ = 0;
+    Segment *head_;
+    size_t head_pos_ = 0;
+
+    alignas(64) std::atomic<uint64_t> pushed_{0};   // written by the producer
+    std::atomic<size_t> pending_{0};                // written by the producer
+    alignas(64) std::atomic<uint64_t> popped_{0};   // written under mu_
+    std::atomic<int> waiters_{0};
 };
 
 } // namespace ucxp2p

@@ -98,12 +98,17 @@ unsigned Progress::progress_locked() {
 }
 
 bool Progress::try_progress_from_user() {
-    user_polls_.fetch_add(1, std::memory_order_relaxed);
+    // Only a change matters to the thread: a plain increment (an increment
+    // lost between two polling threads still changes the value) avoids a
+    // locked instruction per poll.
+    user_polls_.store(user_polls_.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
     std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
         return false;
     }
-    progress_locked();
+    ucp_worker_progress(worker_);
+    after_progress_();
     return true;
 }
 

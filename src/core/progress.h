@@ -53,18 +53,26 @@ public:
 
     /** Operations posted and not yet completed, over all communicators of
      *  the context: while some are in flight the adaptive mode keeps polling
-     *  longer (P2P_SPIN_BUSY_US), since a message is probably on its way. */
-    void ops_posted(size_t n) { inflight_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed); }
-    void op_completed() { inflight_.fetch_sub(1, std::memory_order_relaxed); }
+     *  longer (P2P_SPIN_BUSY_US), since a message is probably on its way.
+     *  Both are called with the worker lock held (posts and completions are
+     *  made under it), so the count is updated without an atomic
+     *  read-modify-write; the thread only reads it. */
+    void ops_posted(size_t n) { bump(&inflight_, static_cast<int64_t>(n)); }
+    void op_completed() { bump(&inflight_, -1); }
 
-    /** One progress step from a user thread if nobody else holds the worker.
-     *  Returns true if it ran. */
+    /** One ucp_worker_progress call from a user thread if nobody else holds
+     *  the worker (a single call: a poll loop calls again soon, and
+     *  returning at once to the caller after a completion is what lowers
+     *  latency). Returns true if it ran. */
     bool try_progress_from_user();
 
     /** Progress under the lock (caller holds worker_mu). */
     unsigned progress_locked();
 
 private:
+    static void bump(std::atomic<int64_t> *v, int64_t d) {
+        v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+    }
     void run();
     void sleep_on_events(int timeout_ms);
 

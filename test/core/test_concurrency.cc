@@ -18,13 +18,16 @@ TEST(CompletionQueue, ProducersAndConsumersLoseNothing) {
     CompletionQueue q;
     constexpr int kProducers = 4, kPerProducer = 5000;
     q.add_pending(kProducers * kPerProducer);
+    // Producers are serialized by the caller, as the worker lock does.
+    std::mutex producer_mu;
     std::vector<std::thread> producers;
     for (int p = 0; p < kProducers; ++p) {
-        producers.emplace_back([&q, p] {
+        producers.emplace_back([&q, &producer_mu, p] {
             for (int i = 0; i < kPerProducer; ++i) {
                 p2p_completion_t e{};
                 e.peer = static_cast<uint32_t>(p);
                 e.tensor_id = static_cast<uint32_t>(i);
+                std::lock_guard<std::mutex> lock(producer_mu);
                 q.push(e);
             }
         });
@@ -55,6 +58,64 @@ TEST(CompletionQueue, ProducersAndConsumersLoseNothing) {
     EXPECT_TRUE(q.empty());
 }
 
+TEST(CompletionQueue, FifoAcrossSegmentsAndPendingCount) {
+    CompletionQueue q;
+    constexpr uint32_t kN = 1000;  // several segments
+    q.add_pending(kN);
+    EXPECT_EQ(kN, q.pending());
+    p2p_completion_t out[7];
+    EXPECT_EQ(0u, q.pop(out, 7));
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < kN; ++i) {
+        p2p_completion_t e{};
+        e.tensor_id = i;
+        q.push(e);
+        EXPECT_EQ(kN - i - 1, q.pending());
+        if (i % 3 == 0) {  // interleave partial drains with pushes
+            size_t n = q.pop(out, 7);
+            for (size_t k = 0; k < n; ++k) EXPECT_EQ(next++, out[k].tensor_id);
+        }
+    }
+    size_t n;
+    while ((n = q.pop(out, 7)) > 0) {
+        for (size_t k = 0; k < n; ++k) EXPECT_EQ(next++, out[k].tensor_id);
+    }
+    EXPECT_EQ(kN, next);
+    EXPECT_TRUE(q.empty());
+    EXPECT_EQ(0u, q.pending());
+}
+
+TEST(CompletionQueue, PushWakesABlockedWaiterPromptly) {
+    // A lost wake-up would leave the waiter asleep for its whole timeout.
+    CompletionQueue q;
+    constexpr int kRounds = 200;
+    std::atomic<int> woken{0};
+    std::atomic<int> round{-1};
+    std::thread waiter([&] {
+        p2p_completion_t e;
+        for (int r = 0; r < kRounds; ++r) {
+            round.store(r);
+            auto t0 = std::chrono::steady_clock::now();
+            bool ok = q.wait_nonempty(10000);
+            auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0).count();
+            EXPECT_TRUE(ok);
+            EXPECT_LT(ms, 5000) << "round " << r;
+            EXPECT_EQ(1u, q.pop(&e, 1));
+            woken.fetch_add(1);
+        }
+    });
+    for (int r = 0; r < kRounds; ++r) {
+        while (round.load() < r) std::this_thread::yield();
+        if (r % 2 == 0) std::this_thread::yield();  // vary who goes first
+        q.add_pending(1);
+        q.push(p2p_completion_t{});
+        while (woken.load() <= r) std::this_thread::yield();
+    }
+    waiter.join();
+    EXPECT_EQ(kRounds, woken.load());
+}
+
 TEST(CompletionQueue, WaitTimesOutWhenEmpty) {
     CompletionQueue q;
     auto t0 = std::chrono::steady_clock::now();
@@ -74,7 +135,7 @@ TEST(Registry, ConcurrentAddGetRemoveNeverReusesIds) {
         threads.emplace_back([&] {
             std::vector<uint64_t> mine;
             for (int i = 0; i < 2000; ++i) {
-                uint64_t id = reg.add(std::make_shared<int>(i));
+                uint64_t id = reg.add(std::make_unique<int>(i));
                 auto got = reg.get(id);
                 ASSERT_TRUE(got);
                 EXPECT_EQ(i, *got);
@@ -92,4 +153,125 @@ TEST(Registry, ConcurrentAddGetRemoveNeverReusesIds) {
     for (auto &t : threads) t.join();
     EXPECT_EQ(8000u, all_ids.size());
     EXPECT_EQ(0u, all_ids.count(0));
+}
+
+
+namespace {
+// Counts live instances; a lookup must never see one that was destroyed.
+struct Tracked {
+    static std::atomic<int> live;
+    static constexpr uint32_t kAlive = 0xa11fe, kDead = 0xdead;
+    std::atomic<uint32_t> state{kAlive};
+    int value;
+    explicit Tracked(int v) : value(v) { live.fetch_add(1); }
+    ~Tracked() {
+        state.store(kDead);
+        live.fetch_sub(1);
+    }
+};
+std::atomic<int> Tracked::live{0};
+} // namespace
+
+TEST(Registry, RemoveRacingWithLookupsNeverFreesAnObjectInUse) {
+    Tracked::live.store(0);
+    {
+        Registry<Tracked> reg;
+        constexpr int kRounds = 1000;
+        std::atomic<uint64_t> current{0};
+        std::atomic<bool> stop{false};
+        std::atomic<long> hits{0};
+        std::vector<std::thread> readers;
+        for (int t = 0; t < 2; ++t) {
+            readers.emplace_back([&] {
+                while (!stop.load()) {
+                    std::this_thread::yield();  // 2 cores: let the writer run
+                    uint64_t id = current.load();
+                    auto r = reg.get(id);
+                    if (!r) continue;
+                    // Held: the object stays alive even if removed now.
+                    for (int k = 0; k < 10; ++k) {
+                        ASSERT_EQ(Tracked::kAlive, r->state.load());
+                    }
+                    hits.fetch_add(1);
+                }
+            });
+        }
+        for (int i = 0; i < kRounds; ++i) {
+            uint64_t id = reg.add(std::make_unique<Tracked>(i));
+            ASSERT_NE(0u, id);
+            current.store(id);
+            std::this_thread::yield();
+            auto r = reg.remove(id);
+            ASSERT_TRUE(r);
+            EXPECT_EQ(i, r->value);
+            EXPECT_FALSE(reg.remove(id));  // double destroy
+            EXPECT_FALSE(reg.get(id));     // use after destroy
+        }
+        stop.store(true);
+        for (auto &t : readers) t.join();
+        // Every object was freed by its last holder: nothing leaked.
+        EXPECT_EQ(0, Tracked::live.load());
+        EXPECT_GT(hits.load(), 0);
+    }
+    EXPECT_EQ(0, Tracked::live.load());
+}
+
+TEST(Registry, ForeignAndBogusIdsAreRejected) {
+    Registry<int> a;
+    Registry<long> b;
+    uint64_t ia = a.add(std::make_unique<int>(1));
+    uint64_t ib = b.add(std::make_unique<long>(2));
+    ASSERT_NE(0u, ia);
+    ASSERT_NE(0u, ib);
+    EXPECT_NE(ia, ib);  // one sequence for every type
+    EXPECT_TRUE(a.get(ia));
+    EXPECT_FALSE(a.get(ib));  // a handle of another type
+    EXPECT_FALSE(b.get(ia));
+    EXPECT_FALSE(b.remove(ia));
+    for (uint64_t bogus : {uint64_t(0), uint64_t(1), ia + 1, ia ^ (uint64_t(1) << 40),
+                           ~uint64_t(0), uint64_t(0x7fff12345678)}) {
+        EXPECT_FALSE(a.get(bogus)) << bogus;
+        EXPECT_FALSE(a.remove(bogus)) << bogus;
+    }
+    EXPECT_EQ(1, *a.get(ia));
+}
+
+TEST(Registry, SlotsAreRecycledButIdsAreNot) {
+    Registry<int> reg;
+    uint64_t first = reg.add(std::make_unique<int>(1));
+    ASSERT_TRUE(reg.remove(first));
+    // Free slots: a handle of 0 or with no sequence bits matches nothing.
+    for (uint64_t bogus : {uint64_t(0), first & 0xfffff, uint64_t(1)}) {
+        EXPECT_FALSE(reg.get(bogus)) << bogus;
+        EXPECT_FALSE(reg.remove(bogus)) << bogus;
+    }
+    uint64_t second = reg.add(std::make_unique<int>(2));
+    EXPECT_NE(first, second);
+    EXPECT_FALSE(reg.get(first));  // the stale id does not reach the new object
+    EXPECT_EQ(2, *reg.get(second));
+}
+
+TEST(Registry, ForEachAndRemoveIfSeeEveryLiveObject) {
+    Tracked::live.store(0);
+    {
+        Registry<Tracked> reg;
+        std::vector<uint64_t> ids;
+        for (int i = 0; i < 3000; ++i) ids.push_back(reg.add(std::make_unique<Tracked>(i)));
+        for (int i = 0; i < 3000; i += 3) ASSERT_TRUE(reg.remove(ids[i]));
+        long sum = 0, n = 0;
+        reg.for_each([&](Tracked &t) { sum += t.value; ++n; });
+        EXPECT_EQ(2000, n);
+        auto odd = reg.remove_if([](Tracked &t) { return t.value % 2 != 0; });
+        size_t expect_odd = 0;
+        for (int i = 0; i < 3000; ++i) expect_odd += (i % 3 != 0 && i % 2 != 0);
+        EXPECT_EQ(expect_odd, odd.size());
+        for (auto &r : odd) EXPECT_NE(0, r->value % 2);
+        odd.clear();
+        for (int i = 0; i < 3000; ++i) {
+            bool live = i % 3 != 0 && i % 2 == 0;
+            EXPECT_EQ(live, static_cast<bool>(reg.get(ids[i]))) << i;
+        }
+        EXPECT_EQ(static_cast<int>(2000 - expect_odd), Tracked::live.load());
+    }
+    EXPECT_EQ(0, Tracked::live.load());  // the registry frees what is left
 }
