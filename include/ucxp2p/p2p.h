@@ -329,7 +329,9 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
  * As p2p_comm_poll, but block until at least one entry is available or
  * timeout_ms passes (-1: forever, 0: do not block).
  * Errors: as p2p_comm_poll, plus P2P_ERR_TIMEOUT (nothing arrived in time;
- * *count_p is 0).
+ * *count_p is 0) and P2P_ERR_SHUTDOWN (the communicator was shut down or
+ * destroyed -- also while this call waited -- and every entry has been
+ * popped: nothing can arrive any more; *count_p is 0).
  */
 p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max,

@@ -436,6 +436,12 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                 *count_p = n;
                 return P2P_OK;
             }
+            // Shut down (or destroyed by another thread) with nothing left
+            // to complete: no entry can ever arrive.
+            if (c->comm->is_shut() && q.pending() == 0 && q.empty()) {
+                *count_p = 0;
+                return P2P_ERR_SHUTDOWN;
+            }
             int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
             if (timeout_ms >= 0 && left_ms <= 0) {
                 *count_p = 0;

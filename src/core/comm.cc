@@ -522,6 +522,8 @@ void Comm::shutdown() {
         P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                 "shutdown", id_, nops_);
     }
+    cq_[0].notify_all();  // waiters recheck: nothing more can arrive
+    cq_[1].notify_all();
 }
 
 } // namespace ucxp2p

@@ -525,6 +525,53 @@ TEST_P(SelfSend, WaitForeverWakesOnCompletion) {
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
 }
 
+TEST_P(SelfSend, WaitForeverEndsAtShutdown) {
+    Buf b(256);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 256, &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 5, b.data(), 64, mem, nullptr));
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(P2P_OK, p2p_comm_shutdown(comm_));
+    });
+    // First the cancelled receive, then nothing can arrive any more.
+    p2p_completion_t c{};
+    size_t n = 0;
+    p2p_status_t st = P2P_ERR_TRANSPORT;
+    bounded("p2p_comm_wait(-1) until the cancellation", 20, [&] {
+        st = p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, -1);
+    });
+    stopper.join();
+    EXPECT_EQ(P2P_OK, st);
+    EXPECT_EQ(1u, n);
+    EXPECT_EQ(P2P_ERR_CANCELED, c.status);
+    n = 7;
+    bounded("p2p_comm_wait(-1) after shutdown", 20, [&] {
+        st = p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, -1);
+    });
+    EXPECT_EQ(P2P_ERR_SHUTDOWN, st);
+    EXPECT_EQ(0u, n);
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+TEST_P(SelfSend, WaitForeverEndsWhenAnotherThreadDestroys) {
+    std::thread destroyer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm_));
+    });
+    p2p_completion_t c{};
+    size_t n = 7;
+    p2p_status_t st = P2P_ERR_TRANSPORT;
+    bounded("p2p_comm_wait(-1) across p2p_comm_destroy", 20, [&] {
+        st = p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, -1);
+    });
+    destroyer.join();
+    EXPECT_EQ(P2P_ERR_SHUTDOWN, st);
+    EXPECT_EQ(0u, n);
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, -1));
+    comm_ = nullptr;  // the fixture must not destroy it again
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SelfSend,
                          ::testing::Values(P2P_PROGRESS_ADAPTIVE, P2P_PROGRESS_BUSY,
                                            P2P_PROGRESS_EVENT),
