@@ -177,6 +177,12 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
+    ctx->set_goodbye_handler(c->id_, [raw](uint32_t r) {
+        if (r < raw->size_ && r != raw->rank_) {
+            raw->peers_[r].left = true;
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said goodbye", raw->id_, r);
+        }
+    });
     P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
             c->rank_, c->size_, (now_ns() - t0) / 1e6);
     *out = std::move(c);
@@ -189,11 +195,13 @@ Comm::~Comm() {
         return;
     }
     shutdown();
+    ctx_->set_goodbye_handler(id_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
     {
         std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        send_goodbyes();
         for (uint32_t r = 0; r < size_; ++r) {
             if (peers_[r].ep == nullptr) continue;
             ucp_request_param_t prm = {};
@@ -462,8 +470,14 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     if (p.failed) return;
     p.failed = true;
     // While shutting down, peers leaving first is expected, not a warning.
-    P2P_LOG(shut_.load() ? P2P_LOG_DEBUG : P2P_LOG_WARN,
-            "comm %u: peer rank %u failed: %s", id_, peer, ucs_status_string(st));
+    if (p.left) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: peer rank %u left (%s)", id_, peer,
+                ucs_status_string(st));
+    } else {
+        P2P_LOG(shut_.load() ? P2P_LOG_DEBUG : P2P_LOG_WARN,
+                "comm %u: peer rank %u failed: %s", id_, peer,
+                ucs_status_string(st));
+    }
     failed_pending_.push_back(peer);
 }
 
@@ -489,6 +503,36 @@ void Comm::handle_failures() {
             void *req = ucp_ep_close_nbx(p.ep, &prm);
             p.ep = nullptr;
             if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+        }
+    }
+}
+
+namespace {
+
+void goodbye_sent(void *request, ucs_status_t, void *user_data) {
+    delete static_cast<Context::Goodbye *>(user_data);
+    ucp_request_free(request);
+}
+
+}  // namespace
+
+void Comm::send_goodbyes() {
+    for (uint32_t r = 0; r < size_; ++r) {
+        Peer &p = peers_[r];
+        if (p.ep == nullptr || p.failed || r == rank_) continue;
+        auto *g = new Context::Goodbye{Context::kGoodbyeMagic, id_, rank_};
+        ucp_request_param_t prm = {};
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        prm.cb.send = goodbye_sent;
+        prm.user_data = g;
+        void *req = ucp_am_send_nbx(p.ep, Context::kAmGoodbye, g, sizeof(*g),
+                                    nullptr, 0, &prm);
+        if (!UCS_PTR_IS_PTR(req)) {
+            if (UCS_PTR_STATUS(req) != UCS_OK) {
+                P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
+                        id_, r, ucs_status_string(UCS_PTR_STATUS(req)));
+            }
+            delete g;
         }
     }
 }

@@ -142,6 +142,7 @@ private:
         bool cma = false;       // same host: single copy possible
         bool cma_off = false;   // the peer answered FALLBACK once
         bool cma_refused = false;  // we could not read the peer once
+        bool left = false;      // said goodbye: its endpoint closing is no failure
         uint32_t pid = 0;
     };
 
@@ -160,6 +161,7 @@ private:
     void on_rts(Op *op, const cma::Rts &rts);
     void send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status);
     void repost_push(Op *op);
+    void send_goodbyes();   // worker lock held
 
     std::shared_ptr<Context> ctx_;
     uint64_t ctx_id_ = 0;

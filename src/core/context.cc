@@ -65,6 +65,18 @@ template <class E> int enum_bits(const E &field) {
     return v;
 }
 
+/** A peer's goodbye (UCP active message); runs inside worker progress,
+ *  under the worker lock. */
+ucs_status_t goodbye_am_cb(void *arg, const void *header, size_t header_length,
+                           void *, size_t, const ucp_am_recv_param_t *) {
+    Context::Goodbye g;
+    if (header_length == sizeof(g)) {
+        std::memcpy(&g, header, sizeof(g));
+        static_cast<Context *>(arg)->on_goodbye(g);
+    }
+    return UCS_OK;
+}
+
 } // namespace
 
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
@@ -170,14 +182,14 @@ p2p_status_t Context::create(const ContextSettings &settings,
     bool wakeup = settings.progress_mode != P2P_PROGRESS_BUSY;
     ucp_params_t params = {};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0);
     params.mt_workers_shared = 0;
     st = ucp_init(&params, cfg.get(), c->ucp_.out());
     if (st != UCS_OK && wakeup) {
         P2P_LOG(P2P_LOG_INFO, "context: ucp_init with wakeup failed (%s), "
                 "retrying without event support", ucs_status_string(st));
         wakeup = false;
-        params.features = UCP_FEATURE_TAG;
+        params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM;
         st = ucp_init(&params, cfg.get(), c->ucp_.out());
     }
     if (st != UCS_OK) {
@@ -194,6 +206,18 @@ p2p_status_t Context::create(const ContextSettings &settings,
                 ucs_status_string(st));
         return status_from_ucs(st) == P2P_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY
                                                         : P2P_ERR_TRANSPORT;
+    }
+    ucp_am_handler_param_t am = {};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id = kAmGoodbye;
+    am.cb = goodbye_am_cb;
+    am.arg = c.get();
+    st = ucp_worker_set_am_recv_handler(c->worker_.get(), &am);
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: cannot set the goodbye handler: %s",
+                ucs_status_string(st));
+        return P2P_ERR_TRANSPORT;
     }
     st = c->address_.query(c->worker_.get());
     if (st != UCS_OK) {
@@ -264,6 +288,17 @@ void Context::remove_deferred_hook(const void *owner) {
     std::lock_guard<std::mutex> lock(worker_mu_);
     for (auto it = hooks_.begin(); it != hooks_.end();) {
         it = (it->first == owner) ? hooks_.erase(it) : it + 1;
+    }
+}
+
+void Context::set_goodbye_handler(unsigned comm_id, std::function<void(uint32_t)> h) {
+    std::lock_guard<std::mutex> lock(worker_mu_);
+    if (comm_id < goodbye_.size()) goodbye_[comm_id] = std::move(h);
+}
+
+void Context::on_goodbye(const Goodbye &g) {
+    if (g.magic == kGoodbyeMagic && g.comm_id < goodbye_.size() && goodbye_[g.comm_id]) {
+        goodbye_[g.comm_id](g.rank);
     }
 }
 

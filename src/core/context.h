@@ -63,6 +63,20 @@ public:
     void add_deferred_hook(const void *owner, std::function<void()> hook);
     void remove_deferred_hook(const void *owner);
 
+    /** Goodbyes: a rank destroying a communicator tells its connected peers
+     *  with a UCP active message (no receive to post, nothing left in the
+     *  unexpected queue when the peer is gone already). The handler of the
+     *  communicator with that id runs under the worker lock. */
+    static constexpr unsigned kAmGoodbye = 1;
+    struct Goodbye {
+        uint32_t magic;
+        uint32_t comm_id;
+        uint32_t rank;
+    };
+    static constexpr uint32_t kGoodbyeMagic = 0x42594531;  // "BYE1"
+    void set_goodbye_handler(unsigned comm_id, std::function<void(uint32_t)> h);
+    void on_goodbye(const Goodbye &g);  // worker lock held
+
     /** Stop the progress thread (teardown; idempotent). */
     void stop_progress() { if (progress_) progress_->stop(); }
 
@@ -82,6 +96,7 @@ private:
     std::mutex ids_mu_;
     CommIdSet used_ids_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
+    std::array<std::function<void(uint32_t)>, kMaxComms> goodbye_;  // worker lock
 };
 
 } // namespace ucxp2p

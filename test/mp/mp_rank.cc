@@ -14,6 +14,7 @@
  *   shutdown              p2p_comm_shutdown cancels pending operations
  *   cma-fallback          same-host single copy refused by the kernel
  *   cma-withdraw          single-copy sends cancelled before the receive
+ *   depart [linger_s]     rank 0 leaves first, the others linger
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -89,6 +90,23 @@ void run_shuffle(int, char **) {
     r.finish();
 }
 
+/* Rank 0 leaves first; the others outlive it long enough for UCX to notice
+ * its endpoints closing (keepalive or tcp reset), which must not be reported
+ * as a failure: it said goodbye. */
+void run_depart(int argc, char **argv) {
+    const double linger_s = argc > 0 ? std::strtod(argv[0], nullptr) : 2.5;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "depart");
+    ExchangeOptions opt;
+    exchange(r, all_ranks(r), {8, 65536, (size_t(1) << 20) + 3}, 300, opt);
+    r.barrier();
+    if (r.rank() != 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(linger_s));
+    }
+    say("depart ok");
+    r.finish();
+}
+
 void run_idle(int argc, char **argv) {
     const unsigned long max_s = argc > 0 ? std::strtoul(argv[0], nullptr, 10) : 60;
     Rank r;
@@ -127,7 +145,7 @@ int main(int argc, char **argv) {
         {"truncate", mp::run_truncate}, {"threads", mp::run_threads},
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
-        {"cma-withdraw", mp::run_cma_withdraw}};
+        {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

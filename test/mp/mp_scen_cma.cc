@@ -1,7 +1,7 @@
 /*
  * mp_rank scenarios about same-host single copy (src/core/cma.h), 2 ranks:
- *   cma-fallback  rank 0 makes itself unreadable (not dumpable; rank 1 drops
- *       CAP_SYS_PTRACE), so rank 1's reads of rank 0 fail with EPERM and
+ *   cma-fallback  rank 0 makes itself unreadable (not dumpable; both ranks
+ *       drop CAP_SYS_PTRACE), so rank 1's reads of rank 0 fail with EPERM and
  *       rank 0 must push its payloads through UCX instead; rank 1 -> 0 still
  *       reads directly. Every byte is verified both ways, twice (the second
  *       round runs after the sender has stopped trying single copy).
@@ -88,14 +88,17 @@ void withdrawn_check(const Xfer &x, const p2p_completion_t &c) {
 } // namespace
 
 void run_cma_fallback(int, char **) {
+    // Capabilities belong to threads: drop it before the library starts its
+    // progress thread (which may do the reads), in both ranks. Rank 1 still
+    // reads rank 0's memory as a same-user process would -- until rank 0
+    // makes itself non-dumpable below.
+    drop_ptrace_capability();
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-fallback");
     MP_CHECK(r.size() == 2, "cma-fallback needs 2 ranks");
     if (r.rank() == 0) {
         MP_CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0, "prctl: %s",
                  std::strerror(errno));
-    } else {
-        drop_ptrace_capability();
     }
     r.barrier();
     exchange_verified(r, 100);

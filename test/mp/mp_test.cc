@@ -222,6 +222,19 @@ TEST_P(MpTest, SingleCopyWithdrawnSends2Ranks) {
     expect_pass(s, "cma-withdraw ok");
 }
 
+TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"depart"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(3u, count(out, "depart ok")) << out;
+    EXPECT_EQ(0u, count(out, "failed:")) << "rank 0 left after destroying its "
+        "communicator; the others must not report it as failed:\n" << out;
+    EXPECT_EQ(0u, count(out, "UCX  WARN")) << out;
+}
+
 TEST_P(MpTest, KillNineSurvivors) {
     RunSpec s;
     s.ranks = 3;
@@ -234,6 +247,8 @@ TEST_P(MpTest, KillNineSurvivors) {
     EXPECT_NE(std::string::npos, out.find("survivor ok rank=0")) << out;
     EXPECT_NE(std::string::npos, out.find("survivor ok rank=1")) << out;
     EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+    // A crash, unlike a departure, is reported.
+    EXPECT_LE(2u, count(out, "peer rank 2 failed")) << out;
 }
 
 TEST_P(MpTest, Idle8RanksUseNoCpu) {
