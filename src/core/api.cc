@@ -77,6 +77,7 @@ template <class F> p2p_status_t guarded(const char *what, F f) {
 
 void destroy_mem(MemEntry &e) {
     std::lock_guard<std::mutex> lock(e.ctx->worker_mu());
+    e.mem.dead = true;  // a post still holding a lookup now fails
     ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
 }
 
@@ -193,8 +194,7 @@ p2p_status_t p2p_context_destroy(p2p_context_h context) {
         comms.clear();
         auto mems = g_mems.remove_if([id](MemEntry &m) { return m.mem.ctx_id == id; });
         for (auto &m : mems) {
-            m->mem.dead.store(true);
-            destroy_mem(*m);
+            destroy_mem(*m);  // marks it dead under the worker lock
         }
         e->ctx->stop_progress();
         return P2P_OK;
@@ -367,10 +367,13 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
     return guarded("mem", [&]() -> p2p_status_t {
         Registry<MemEntry>::Ref e = g_mems.get(handle_id(mem));
         if (!e) return P2P_ERR_INVALID_HANDLE;
-        e->mem.dead.store(true);
-        if (e->mem.inflight.load() != 0) {
-            e->mem.dead.store(false);
-            return P2P_ERR_BUSY;
+        {
+            // Posts take their reference under the worker lock: once dead
+            // is set here with nothing in flight, no operation can start.
+            std::lock_guard<std::mutex> lock(e->ctx->worker_mu());
+            if (e->mem.dead) return P2P_ERR_INVALID_HANDLE;  // racing deregister
+            if (e->mem.inflight != 0) return P2P_ERR_BUSY;
+            e->mem.dead = true;
         }
         if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
         destroy_mem(*e);

@@ -309,6 +309,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     ucp_ep_h one_ep = nullptr;
     std::vector<ucp_ep_h> many_eps(count > 1 ? count : 0);
     ucp_ep_h *eps = count > 1 ? many_eps.data() : &one_ep;
+    bool kick;
     {
         std::lock_guard<std::mutex> lock(ctx_->worker_mu());
         if (shut_.load()) {
@@ -340,8 +341,11 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
         for (size_t i = 0; i < count; ++i) {
             post_one(is_send, items[i], eps[i]);
         }
+        kick = ctx_->progress().note_post_locked();
     }
-    ctx_->progress().wake();
+    if (kick) {
+        ctx_->progress().kick();  // the progress thread sleeps: wake it
+    }
     return P2P_OK;
 }
 
@@ -479,6 +483,7 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
                 ucs_status_string(st));
     }
     failed_pending_.push_back(peer);
+    ctx_->request_deferred();  // handle_failures after this progress call
 }
 
 void Comm::handle_failures() {

@@ -303,6 +303,10 @@ void Context::on_goodbye(const Goodbye &g) {
 }
 
 void Context::run_deferred_hooks() {
+    if (!deferred_pending_) {
+        return;  // the common case: one load per progress call
+    }
+    deferred_pending_ = false;  // a hook may request again (next call runs it)
     for (auto &h : hooks_) {
         h.second();
     }

@@ -57,11 +57,14 @@ public:
     bool claim_comm_id(unsigned id);
     void release_comm_id(unsigned id);
 
-    /** Work to run after each progress call, under the worker lock (e.g. a
-     *  communicator handling endpoint failures). Keyed by owner so it can be
-     *  removed. */
+    /** Work to run after a progress call, under the worker lock (e.g. a
+     *  communicator handling endpoint failures), once request_deferred()
+     *  asked for it. Keyed by owner so it can be removed. */
     void add_deferred_hook(const void *owner, std::function<void()> hook);
     void remove_deferred_hook(const void *owner);
+    /** Ask for the hooks to run after the next progress call (worker lock
+     *  held); progress calls with nothing requested skip them. */
+    void request_deferred() { deferred_pending_ = true; }
 
     /** Goodbyes: a rank destroying a communicator tells its connected peers
      *  with a UCP active message (no receive to post, nothing left in the
@@ -97,6 +100,7 @@ private:
     CommIdSet used_ids_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
     std::array<std::function<void(uint32_t)>, kMaxComms> goodbye_;  // worker lock
+    bool deferred_pending_ = false;  // worker lock held
 };
 
 } // namespace ucxp2p

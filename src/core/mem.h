@@ -2,13 +2,17 @@
  * A memory registration (ucp_mem_map of a user buffer). Operations in
  * flight hold a reference count so deregistration while they run is refused
  * (P2P_ERR_BUSY) rather than unmapping memory UCX is still using.
+ *
+ * inflight and dead are read and written only with the owning context's
+ * worker lock held (operations are posted and completed under it, and
+ * deregistration checks under it), so they need no atomic read-modify-write
+ * on the per-operation path.
  */
 #ifndef UCXP2P_CORE_MEM_H
 #define UCXP2P_CORE_MEM_H
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,8 +26,8 @@ struct Mem {
     uintptr_t base = 0;
     size_t length = 0;
     ucp_mem_h memh = nullptr;
-    std::atomic<int64_t> inflight{0};
-    std::atomic<bool> dead{false};
+    int64_t inflight = 0;   // worker lock held
+    bool dead = false;      // worker lock held
 
     /** True when [p, p + len) lies inside the registration. */
     bool contains(const void *p, size_t len) const {
@@ -31,16 +35,17 @@ struct Mem {
         return a >= base && a - base <= length && len <= length - (a - base);
     }
 
-    /** Take a reference for an operation; false if being deregistered. */
+    /** Take a reference for an operation; false if being deregistered.
+     *  Worker lock held. */
     bool acquire() {
-        inflight.fetch_add(1);
-        if (dead.load()) {
-            inflight.fetch_sub(1);
+        if (dead) {
             return false;
         }
+        ++inflight;
         return true;
     }
-    void release() { inflight.fetch_sub(1); }
+    /** Worker lock held. */
+    void release() { --inflight; }
 };
 
 } // namespace ucxp2p

@@ -79,13 +79,10 @@ void Progress::stop() {
     thread_.join();
 }
 
-void Progress::wake() {
-    posts_.fetch_add(1);
-    if (sleeping_.load()) {
-        uint64_t one = 1;
-        ssize_t r = write(wake_fd_, &one, sizeof(one));
-        (void)r;
-    }
+void Progress::kick() {
+    uint64_t one = 1;
+    ssize_t r = write(wake_fd_, &one, sizeof(one));
+    (void)r;
 }
 
 unsigned Progress::progress_locked() {
@@ -132,14 +129,15 @@ void Progress::run() {
     const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
     const int64_t spin_busy_ns = static_cast<int64_t>(opts_.spin_busy_us) * 1000;
     while (!stop_.load(std::memory_order_relaxed)) {
-        uint64_t posts = posts_.load();
+        uint64_t posts;
         unsigned n;
         {
             std::lock_guard<std::mutex> lock(worker_mu_);
+            posts = posts_.load(std::memory_order_relaxed);
             n = progress_locked();
         }
         int64_t now = now_ns();
-        if (n != 0 || posts != posts_.load()) {
+        if (n != 0 || posts != posts_.load(std::memory_order_relaxed)) {
             last_active = now;
             continue;
         }
@@ -171,9 +169,17 @@ void Progress::run() {
             continue;
         }
         ucs_status_t st;
+        bool quiet = false;
         {
             std::lock_guard<std::mutex> lock(worker_mu_);
             st = ucp_worker_arm(worker_);
+            // Decided under the lock posts take: a post made since our
+            // progress call is seen here (posts_ changed), and one made
+            // after this sees sleeping_ and kicks (note_post_locked).
+            if (st == UCS_OK && posts == posts_.load(std::memory_order_relaxed)) {
+                sleeping_.store(true, std::memory_order_relaxed);
+                quiet = true;
+            }
         }
         if (st == UCS_ERR_BUSY) {
             continue;  // events pending: progress again
@@ -182,15 +188,14 @@ void Progress::run() {
             sleep_on_events(1);
             continue;
         }
-        // Dekker with wake(): a post racing with us going to sleep is seen
-        // either here (posts_ changed) or by wake() (sleeping_ set).
-        sleeping_.store(true);
-        if (posts != posts_.load() || stop_.load()) {
-            sleeping_.store(false);
+        if (!quiet) {
+            last_active = now;  // posted meanwhile: progress it
             continue;
         }
-        sleep_on_events(static_cast<int>(opts_.tick_ms));
-        sleeping_.store(false);
+        if (!stop_.load()) {  // stop() writes the eventfd after setting stop_
+            sleep_on_events(static_cast<int>(opts_.tick_ms));
+        }
+        sleeping_.store(false, std::memory_order_relaxed);
     }
 }
 

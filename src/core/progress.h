@@ -7,9 +7,9 @@
  * (default) keeps polling for P2P_SPIN_US after the last activity, then
  * sleeps like event. While a user thread drives progress itself (p2p_comm_poll
  * in a loop), the thread steps aside so the two do not fight for the worker.
- * A sleeping thread wakes on worker events, on wake() (called after every
- * post), and at least every tick_ms so UCX's keepalive (peer failure
- * detection) keeps running.
+ * A sleeping thread wakes on worker events, on kick() (after a post that
+ * found it asleep), and at least every tick_ms so UCX's keepalive (peer
+ * failure detection) keeps running.
  */
 #ifndef UCXP2P_CORE_PROGRESS_H
 #define UCXP2P_CORE_PROGRESS_H
@@ -48,8 +48,19 @@ public:
     /** Stop and join (idempotent). */
     void stop();
 
-    /** Called after a post: wake the thread if it sleeps. Cheap otherwise. */
-    void wake();
+    /** Called for every post, with the worker lock held: records it for a
+     *  thread about to sleep. Returns true if the thread sleeps, then the
+     *  caller calls kick() once the lock is released. The thread decides to
+     *  sleep under the same lock (after ucp_worker_arm), so either it sees
+     *  this post or this sees it sleeping: no wake-up is lost, and a post
+     *  costs no atomic read-modify-write. */
+    bool note_post_locked() {
+        posts_.store(posts_.load(std::memory_order_relaxed) + 1,
+                     std::memory_order_relaxed);
+        return sleeping_.load(std::memory_order_relaxed);
+    }
+    /** Wake the thread from its sleep (see note_post_locked). */
+    void kick();
 
     /** Operations posted and not yet completed, over all communicators of
      *  the context: while some are in flight the adaptive mode keeps polling
@@ -85,6 +96,8 @@ private:
     int epoll_fd_ = -1;
     std::thread thread_;
     std::atomic<bool> stop_{false};
+    // Written under the worker lock (sleeping_ set there; cleared by the
+    // thread after its sleep, a stale true only costs a spurious kick).
     std::atomic<bool> sleeping_{false};
     std::atomic<uint64_t> posts_{0};
     // Bumped by every user-driven progress call; the thread notices the
