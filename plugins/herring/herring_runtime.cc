@@ -108,8 +108,9 @@ private:
         return state_ == State::kShutdown ? RDMA_SHUTDOWN : RDMA_READ_FAIL;
     }
     const char *unusable_reason() const {
-        return state_ == State::kShutdown ? "after herringP2PShutdown"
-                                          : "before herringP2PInitialize";
+        if (state_ == State::kShutdown) return "after herringP2PShutdown";
+        return init_failed_ ? "after a failed herringP2PInitialize"
+                            : "before herringP2PInitialize";
     }
     /** Move every entry ucxp2p already has into the local queue (mu_ held),
      *  so a synthesised entry queued next keeps completion order. */
@@ -124,6 +125,7 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     State state_ = State::kUninit;
+    bool init_failed_ = false;  // the last Initialize failed (state_ kUninit)
     int users_ = 0;
     p2p_bootstrap_h boot_ = nullptr;
     p2p_context_h ctx_ = nullptr;
@@ -164,32 +166,39 @@ void Runtime::initialize() {
     p2p_comm_h comm = nullptr;
     p2p_bootstrap_info_t binfo{};
     p2p_comm_info_t cinfo{};
-    const char *step = "bootstrap";
+    const char *step = "joining the job (bootstrap)";
     p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &boot);
     if (st == P2P_OK) {
         st = p2p_bootstrap_query(boot, &binfo);
     }
     if (st == P2P_OK) {
         log_rail_inputs(binfo);
-        step = "context";
+        step = "creating the ucxp2p context";
         st = p2p_context_create(nullptr, &ctx);
     }
     if (st == P2P_OK) {
-        step = "communicator";
+        step = "creating the communicator";
         st = p2p_comm_create(ctx, boot, &comm);
     }
     if (st == P2P_OK) {
         st = p2p_comm_query(comm, &cinfo);
     }
     if (st != P2P_OK) {
-        log(P2P_LOG_ERROR, "initialize: %s failed: %s; sends/receives will complete with "
-            "RDMA_READ_FAIL", step, p2p_status_string(st));
+        // herringP2PInitialize returns void: this line, NULL registrations
+        // and RDMA_READ_FAIL entries are how the application learns of it.
+        log(P2P_LOG_ERROR, "initialize: herringP2PInitialize failed %s: %s (the cause is "
+            "logged above); the shim stays uninitialized: herringP2PRegisterMemory returns "
+            "NULL and sends/receives complete with RDMA_READ_FAIL until a later "
+            "herringP2PInitialize succeeds", step, p2p_status_string(st));
         if (comm != nullptr) p2p_comm_destroy(comm);
         if (ctx != nullptr) p2p_context_destroy(ctx);
         if (boot != nullptr) p2p_bootstrap_destroy(boot);
+        std::lock_guard<std::mutex> lock(mu_);
+        init_failed_ = true;
         return;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    init_failed_ = false;
     boot_ = boot;
     ctx_ = ctx;
     comm_ = comm;
@@ -206,7 +215,8 @@ void Runtime::shutdown() {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ != State::kReady) {
             if (state_ == State::kUninit) {
-                log(P2P_LOG_WARN, "shutdown: called before herringP2PInitialize");
+                log(P2P_LOG_WARN, "shutdown: called %s; nothing to tear down",
+                    unusable_reason());
             }
             state_ = State::kShutdown;
             return;
