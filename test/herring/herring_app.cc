@@ -9,6 +9,15 @@
  *                                truncation, Shutdown and calls after it.
  *                                DEVICES: expected herringP2PGetRDMADevices
  *                                result, comma-separated ("-" for none).
+ *   herring_app initfail DEV     one process whose herringP2PInitialize
+ *                                fails (the script names a device that does
+ *                                not exist): no exception, the environment
+ *                                untouched, NULL registrations, one
+ *                                RDMA_READ_FAIL entry per Send/Recv,
+ *                                completion calls answer at once; then
+ *                                SMDATAPARALLEL_DEVICE_NAME=DEV (a real one)
+ *                                and a retried Initialize works; DEV "-":
+ *                                Shutdown instead, then RDMA_SHUTDOWN.
  *   herring_app job N            rank of an N-rank job (mpirun/srun): the
  *                                vendor's even->odd demo, an all-to-all,
  *                                receives before/after the data arrived,
@@ -210,6 +219,72 @@ int run_single(const char *want_devices) {
     return 0;
 }
 
+/* ------------------------------------------------------------ initfail */
+
+/** Every call of an application whose Initialize failed: each answers at
+ *  once (the watchdog and the script's timeout catch a hang). */
+void expect_unusable(char *ctx, int tid) {
+    static uint8_t buf[256];
+    CHECK(herringP2PRegisterMemory(buf, sizeof(buf)) == nullptr);
+    herringP2PRecv(0, buf, nullptr, 64, tid, &ctx[0], 0);
+    herringP2PSend(0, buf + 64, nullptr, 64, tid + 1, &ctx[1], 0);
+    // A bogus mr: the shim must not touch it while uninitialized.
+    herringP2PRecv(0, buf, reinterpret_cast<void *>(0x10), 64, tid + 2, &ctx[2], 0);
+    expect_entry(herringP2PReadCompletion(), &ctx[0], 0, tid, RDMA_READ_FAIL);
+    expect_entry(herringP2PReadCompletion(), &ctx[2], 0, tid + 2, RDMA_READ_FAIL);
+    expect_entry(herringP2PSendCompletion(), &ctx[1], 0, tid + 1, RDMA_READ_FAIL);
+    expect_entry(herringP2PReadCompletion(), nullptr, kNone, kNone, RDMA_READ_FAIL);
+    expect_entry(herringP2PSendCompletion(), nullptr, kNone, kNone, RDMA_READ_FAIL);
+}
+
+int run_initfail(const char *good_device) {
+    char ctx[8];
+    const std::vector<std::string> env_before = environment();
+    bool threw = false;
+    try {
+        herringP2PInitialize();  // fails: the vendor API returns void
+    } catch (...) {
+        threw = true;
+    }
+    CHECK(!threw);
+    const std::vector<std::string> env_after = environment();
+    if (env_after != env_before) print_env_diff(env_before, env_after);
+    CHECK(env_after == env_before);
+    expect_unusable(ctx, 10);
+    CHECK(herringLocalDevice() == env_int({"LOCAL_RANK"}, 0));
+    herringP2PInitialize();  // the same cause: fails again
+    expect_unusable(ctx, 20);
+    if (std::strcmp(good_device, "-") == 0) {
+        // Given up: Shutdown has nothing to tear down; later calls say so.
+        herringP2PShutdown();
+        herringP2PRecv(0, ctx, nullptr, 1, 40, &ctx[6], 0);
+        expect_entry(herringP2PReadCompletion(), &ctx[6], 0, 40, RDMA_SHUTDOWN);
+        expect_entry(herringP2PReadCompletion(), nullptr, kNone, kNone, RDMA_SHUTDOWN);
+        std::printf("herring_app OK rank 0\n");
+        return 0;
+    }
+    std::fprintf(stderr, "herring_app: retrying with SMDATAPARALLEL_DEVICE_NAME=%s\n",
+                 good_device);
+
+    // Fixed: a later Initialize succeeds and the shim works.
+    CHECK(setenv("SMDATAPARALLEL_DEVICE_NAME", good_device, 1) == 0);
+    herringP2PInitialize();
+    std::vector<uint8_t> buf(4096);
+    void *mr = herringP2PRegisterMemory(buf.data(), static_cast<int>(buf.size()));
+    CHECK(mr != nullptr);
+    fill(buf.data(), 1000, 0, 0, 30);
+    herringP2PRecv(0, buf.data() + 2048, mr, 1000, 30, &ctx[3], 0);
+    herringP2PSend(0, buf.data(), mr, 1000, 30, &ctx[4], 0);
+    expect_entry(herringP2PReadCompletion(), &ctx[3], 0, 30, RDMA_READ_SUCCESS);
+    expect_entry(herringP2PSendCompletion(), &ctx[4], 0, 30, RDMA_READ_SUCCESS);
+    CHECK(verify(buf.data() + 2048, 1000, 0, 0, 30));
+    herringP2PShutdown();
+    herringP2PSend(0, buf.data(), mr, 8, 31, &ctx[5], 0);
+    expect_entry(herringP2PSendCompletion(), &ctx[5], 0, 31, RDMA_SHUTDOWN);
+    std::printf("herring_app OK rank 0\n");
+    return 0;
+}
+
 /* ------------------------------------------------------------ job */
 
 struct Op {
@@ -388,6 +463,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "single") == 0) {
         return run_single(argv[2]);
     }
+    if (argc == 3 && std::strcmp(argv[1], "initfail") == 0) {
+        return run_initfail(argv[2]);
+    }
     if (argc == 3 && std::strcmp(argv[1], "job") == 0) {
         g_rank = env_int({"PMIX_RANK", "OMPI_COMM_WORLD_RANK",
                                                "SLURM_PROCID"}, -1);
@@ -395,6 +473,6 @@ int main(int argc, char **argv) {
         CHECK(g_rank >= 0 && size >= 2 && g_rank < size);
         return run_job(size);
     }
-    std::fprintf(stderr, "usage: %s single DEVICES | job N\n", argv[0]);
+    std::fprintf(stderr, "usage: %s single DEVICES | initfail DEVICE | job N\n", argv[0]);
     return 2;
 }
