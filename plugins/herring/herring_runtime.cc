@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 namespace herring {
 
@@ -242,6 +243,7 @@ void Runtime::shutdown() {
                     pending[q] = 0;
                 }
             }
+            cv_.notify_all();  // completion calls waiting for these entries
         }
         if (pending[0] + pending[1] == 0) {
             break;
@@ -253,10 +255,16 @@ void Runtime::shutdown() {
         }
         p2p_completion_t c;
         size_t n = 0;
-        // Block briefly on the receive queue; the loop polls both.
-        if (p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10) == P2P_OK && n == 1) {
+        // Block briefly on the receive queue; the loop polls both. Once the
+        // receive queue is empty for good the wait says so at once
+        // (P2P_ERR_SHUTDOWN): sleep instead, sends may still be pending.
+        st = p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10);
+        if (st == P2P_OK && n == 1) {
             std::lock_guard<std::mutex> lock(mu_);
             local_[P2P_QUEUE_RECV].push_back(to_entry(c));
+            cv_.notify_all();
+        } else if (st == P2P_ERR_SHUTDOWN) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
     // Collective, like MPI_Finalize: no rank tears its worker down while a
@@ -271,6 +279,7 @@ void Runtime::shutdown() {
     {
         std::unique_lock<std::mutex> lock(mu_);
         state_ = State::kShutdown;  // new calls no longer touch the handles
+        cv_.notify_all();
         cv_.wait(lock, [this] { return users_ == 0; });
         for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
             drain_locked(q);
@@ -374,6 +383,15 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
         release_user();
         if (st == P2P_OK && n == 1) {
             return to_entry(c);
+        }
+        if (st == P2P_ERR_SHUTDOWN) {
+            // herringP2PShutdown is running in another thread: it moves the
+            // cancelled operations' entries to the local queue and then
+            // changes the state; answer from those, not with a made-up entry.
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait_for(lock, std::chrono::milliseconds(kWaitSliceMs),
+                         [&] { return !local_[q].empty() || state_ != State::kReady; });
+            continue;
         }
         if (st != P2P_OK && st != P2P_ERR_TIMEOUT) {
             log(P2P_LOG_ERROR, "%s completion: wait failed: %s", queue_name(q),

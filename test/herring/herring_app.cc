@@ -18,6 +18,8 @@
  *                                SMDATAPARALLEL_DEVICE_NAME=DEV (a real one)
  *                                and a retried Initialize works; DEV "-":
  *                                Shutdown instead, then RDMA_SHUTDOWN.
+ *   herring_app shutdown-race MS a thread blocked in ReadCompletion while
+ *                                the main thread calls Shutdown MS ms later.
  *   herring_app job N            rank of an N-rank job (mpirun/srun): the
  *                                vendor's even->odd demo, an all-to-all,
  *                                receives before/after the data arrived,
@@ -34,6 +36,7 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -285,6 +288,46 @@ int run_initfail(const char *good_device) {
     return 0;
 }
 
+/* ------------------------------------------------------------ shutdown race */
+
+/** A completion thread blocked in herringP2PReadCompletion while the main
+ *  thread calls herringP2PShutdown (how an application stops its progress
+ *  thread): the blocked thread gets exactly the cancelled receives, each
+ *  RDMA_SHUTDOWN with its own context, then the RDMA_SHUTDOWN sentinel --
+ *  never a spurious entry. */
+int run_shutdown_race(int delay_ms) {
+    herringP2PInitialize();
+    std::vector<uint8_t> buf(4096);
+    void *mr = herringP2PRegisterMemory(buf.data(), static_cast<int>(buf.size()));
+    CHECK(mr != nullptr);
+    constexpr int kRecvs = 8;
+    static char ctx[kRecvs];
+    for (int i = 0; i < kRecvs; ++i) {
+        herringP2PRecv(0, buf.data() + i * 16, mr, 16, 900 + i, &ctx[i], 0);
+    }
+    std::vector<CompletionEntry> got;
+    std::thread popper([&] {
+        for (int i = 0; i <= kRecvs; ++i) got.push_back(herringP2PReadCompletion());
+    });
+    usleep(static_cast<useconds_t>(delay_ms) * 1000);  // let it block in the wait
+    herringP2PShutdown();
+    popper.join();
+    std::map<const void *, uint32_t> seen;
+    for (int i = 0; i < kRecvs; ++i) {
+        const CompletionEntry &e = got[static_cast<size_t>(i)];
+        if (e.context == nullptr || e.error_code != RDMA_SHUTDOWN) {
+            std::fprintf(stderr, "entry %d: {ctx %p rank %u tid %u code %d}\n", i, e.context,
+                         e.dst_rank, e.tensor_id, static_cast<int>(e.error_code));
+        }
+        CHECK(e.error_code == RDMA_SHUTDOWN && e.context != nullptr);
+        seen[e.context] = e.tensor_id;
+    }
+    CHECK(seen.size() == kRecvs);
+    expect_entry(got[kRecvs], nullptr, kNone, kNone, RDMA_SHUTDOWN);
+    std::printf("herring_app OK rank 0\n");
+    return 0;
+}
+
 /* ------------------------------------------------------------ job */
 
 struct Op {
@@ -466,6 +509,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "initfail") == 0) {
         return run_initfail(argv[2]);
     }
+    if (argc == 3 && std::strcmp(argv[1], "shutdown-race") == 0) {
+        return run_shutdown_race(std::atoi(argv[2]));
+    }
     if (argc == 3 && std::strcmp(argv[1], "job") == 0) {
         g_rank = env_int({"PMIX_RANK", "OMPI_COMM_WORLD_RANK",
                                                "SLURM_PROCID"}, -1);
@@ -473,6 +519,7 @@ int main(int argc, char **argv) {
         CHECK(g_rank >= 0 && size >= 2 && g_rank < size);
         return run_job(size);
     }
-    std::fprintf(stderr, "usage: %s single DEVICES | initfail DEVICE | job N\n", argv[0]);
+    std::fprintf(stderr, "usage: %s single DEVICES | initfail DEVICE | shutdown-race MS | "
+                 "job N\n", argv[0]);
     return 2;
 }

@@ -72,6 +72,20 @@ else
     echo "PASS: SMDATAPARALLEL_DEVICE_NAME=mlx5_9 (no such device): Initialize fails, logged;" \
         "calls complete with RDMA_READ_FAIL; retry with mlx5_2 works; Shutdown, clean exit"
 fi
+# A completion thread blocked in herringP2PReadCompletion while the main
+# thread calls herringP2PShutdown gets the cancelled receives (RDMA_SHUTDOWN,
+# their own contexts), then the sentinel -- no made-up entry.
+for delay in 0 30; do
+    LD_PRELOAD=$preload P2P_HERRING_SYSFS_ROOT=$tmp/ib \
+        timeout -k 5 30 "$app" shutdown-race $delay >"$out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" || {
+        echo "FAIL: Shutdown under a blocked ReadCompletion, ${delay} ms (rc $rc):"
+        cat "$out"
+        exit 1
+    }
+done
+echo "PASS: Shutdown while another thread waits in herringP2PReadCompletion"
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
 rc=$?
