@@ -18,14 +18,23 @@
  *    device choice follows ucxp2p's rail plan, which honours
  *    SMDATAPARALLEL_DEVICE_NAME; the chosen devices are given to UCX through
  *    UCX_NET_DEVICES / UCX_MAX_RNDV_RAILS / UCX_IB_GID_INDEX unless the user
- *    set those. A second call while initialized does nothing. If it fails
- *    (the reason is logged), the shim stays uninitialized.
+ *    set those. A second call while initialized does nothing.
+ *    It returns void and throws nothing, like the vendor's. If it fails --
+ *    e.g. SMDATAPARALLEL_DEVICE_NAME names no RDMA device of this machine
+ *    (the rail planner's error names the variable and the value) -- the
+ *    cause and "herringP2PInitialize failed" are logged at error level
+ *    (shown at the default P2P_LOG_LEVEL) and the shim stays uninitialized:
+ *    RegisterMemory returns NULL, Send/Recv complete with RDMA_READ_FAIL,
+ *    completion calls never block (see below), Shutdown tears nothing down.
+ *    A later Initialize tries again.
  *  - herringP2PShutdown cancels pending operations: each produces one
  *    completion with RDMA_SHUTDOWN (or its real status if it finished first).
- *    Completions not yet popped stay readable after Shutdown. Shutdown is
- *    collective like MPI_Finalize: it waits (bounded by
- *    P2P_BOOTSTRAP_TIMEOUT_MS) for every rank to reach it before the
- *    transport is torn down, so no rank drops data a peer is still reading.
+ *    Completions not yet popped stay readable after Shutdown; a completion
+ *    call blocked in another thread returns those entries, then the
+ *    RDMA_SHUTDOWN sentinel below. Shutdown is collective like
+ *    MPI_Finalize: it waits (bounded by P2P_BOOTSTRAP_TIMEOUT_MS) for every
+ *    rank to reach it before the transport is torn down, so no rank drops
+ *    data a peer is still reading.
  *    Initialize after Shutdown is refused (logged); the shim stays shut down.
  *  - Send/Recv are asynchronous and never block. Each call produces exactly
  *    one completion entry carrying the caller's context, peer rank and
@@ -40,7 +49,8 @@
  *    is available and return entries in completion order. They never hang on
  *    an unusable shim: with nothing queued they return at once an entry with
  *    context NULL, dst_rank and tensor_id 0xffffffff and error_code
- *    RDMA_SHUTDOWN (after Shutdown) or RDMA_READ_FAIL (before Initialize).
+ *    RDMA_SHUTDOWN (after Shutdown) or RDMA_READ_FAIL (before Initialize or
+ *    after a failed one).
  *  - herringP2PRegisterMemory(buff, len) registers [buff, buff + len); the
  *    handle serves any sub-range in Send/Recv. It returns NULL (and logs) for
  *    a NULL buffer, len <= 0, before Initialize / after Shutdown, or when UCX

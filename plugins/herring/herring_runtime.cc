@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 namespace herring {
 
@@ -108,8 +109,9 @@ private:
         return state_ == State::kShutdown ? RDMA_SHUTDOWN : RDMA_READ_FAIL;
     }
     const char *unusable_reason() const {
-        return state_ == State::kShutdown ? "after herringP2PShutdown"
-                                          : "before herringP2PInitialize";
+        if (state_ == State::kShutdown) return "after herringP2PShutdown";
+        return init_failed_ ? "after a failed herringP2PInitialize"
+                            : "before herringP2PInitialize";
     }
     /** Move every entry ucxp2p already has into the local queue (mu_ held),
      *  so a synthesised entry queued next keeps completion order. */
@@ -124,6 +126,7 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     State state_ = State::kUninit;
+    bool init_failed_ = false;  // the last Initialize failed (state_ kUninit)
     int users_ = 0;
     p2p_bootstrap_h boot_ = nullptr;
     p2p_context_h ctx_ = nullptr;
@@ -164,32 +167,39 @@ void Runtime::initialize() {
     p2p_comm_h comm = nullptr;
     p2p_bootstrap_info_t binfo{};
     p2p_comm_info_t cinfo{};
-    const char *step = "bootstrap";
+    const char *step = "joining the job (bootstrap)";
     p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &boot);
     if (st == P2P_OK) {
         st = p2p_bootstrap_query(boot, &binfo);
     }
     if (st == P2P_OK) {
         log_rail_inputs(binfo);
-        step = "context";
+        step = "creating the ucxp2p context";
         st = p2p_context_create(nullptr, &ctx);
     }
     if (st == P2P_OK) {
-        step = "communicator";
+        step = "creating the communicator";
         st = p2p_comm_create(ctx, boot, &comm);
     }
     if (st == P2P_OK) {
         st = p2p_comm_query(comm, &cinfo);
     }
     if (st != P2P_OK) {
-        log(P2P_LOG_ERROR, "initialize: %s failed: %s; sends/receives will complete with "
-            "RDMA_READ_FAIL", step, p2p_status_string(st));
+        // herringP2PInitialize returns void: this line, NULL registrations
+        // and RDMA_READ_FAIL entries are how the application learns of it.
+        log(P2P_LOG_ERROR, "initialize: herringP2PInitialize failed %s: %s (the cause is "
+            "logged above); the shim stays uninitialized: herringP2PRegisterMemory returns "
+            "NULL and sends/receives complete with RDMA_READ_FAIL until a later "
+            "herringP2PInitialize succeeds", step, p2p_status_string(st));
         if (comm != nullptr) p2p_comm_destroy(comm);
         if (ctx != nullptr) p2p_context_destroy(ctx);
         if (boot != nullptr) p2p_bootstrap_destroy(boot);
+        std::lock_guard<std::mutex> lock(mu_);
+        init_failed_ = true;
         return;
     }
     std::lock_guard<std::mutex> lock(mu_);
+    init_failed_ = false;
     boot_ = boot;
     ctx_ = ctx;
     comm_ = comm;
@@ -206,7 +216,8 @@ void Runtime::shutdown() {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ != State::kReady) {
             if (state_ == State::kUninit) {
-                log(P2P_LOG_WARN, "shutdown: called before herringP2PInitialize");
+                log(P2P_LOG_WARN, "shutdown: called %s; nothing to tear down",
+                    unusable_reason());
             }
             state_ = State::kShutdown;
             return;
@@ -232,6 +243,7 @@ void Runtime::shutdown() {
                     pending[q] = 0;
                 }
             }
+            cv_.notify_all();  // completion calls waiting for these entries
         }
         if (pending[0] + pending[1] == 0) {
             break;
@@ -243,10 +255,16 @@ void Runtime::shutdown() {
         }
         p2p_completion_t c;
         size_t n = 0;
-        // Block briefly on the receive queue; the loop polls both.
-        if (p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10) == P2P_OK && n == 1) {
+        // Block briefly on the receive queue; the loop polls both. Once the
+        // receive queue is empty for good the wait says so at once
+        // (P2P_ERR_SHUTDOWN): sleep instead, sends may still be pending.
+        st = p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10);
+        if (st == P2P_OK && n == 1) {
             std::lock_guard<std::mutex> lock(mu_);
             local_[P2P_QUEUE_RECV].push_back(to_entry(c));
+            cv_.notify_all();
+        } else if (st == P2P_ERR_SHUTDOWN) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
     // Collective, like MPI_Finalize: no rank tears its worker down while a
@@ -261,6 +279,7 @@ void Runtime::shutdown() {
     {
         std::unique_lock<std::mutex> lock(mu_);
         state_ = State::kShutdown;  // new calls no longer touch the handles
+        cv_.notify_all();
         cv_.wait(lock, [this] { return users_ == 0; });
         for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
             drain_locked(q);
@@ -364,6 +383,15 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
         release_user();
         if (st == P2P_OK && n == 1) {
             return to_entry(c);
+        }
+        if (st == P2P_ERR_SHUTDOWN) {
+            // herringP2PShutdown is running in another thread: it moves the
+            // cancelled operations' entries to the local queue and then
+            // changes the state; answer from those, not with a made-up entry.
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait_for(lock, std::chrono::milliseconds(kWaitSliceMs),
+                         [&] { return !local_[q].empty() || state_ != State::kReady; });
+            continue;
         }
         if (st != P2P_OK && st != P2P_ERR_TIMEOUT) {
             log(P2P_LOG_ERROR, "%s completion: wait failed: %s", queue_name(q),

@@ -9,6 +9,17 @@
  *                                truncation, Shutdown and calls after it.
  *                                DEVICES: expected herringP2PGetRDMADevices
  *                                result, comma-separated ("-" for none).
+ *   herring_app initfail DEV     one process whose herringP2PInitialize
+ *                                fails (the script names a device that does
+ *                                not exist): no exception, the environment
+ *                                untouched, NULL registrations, one
+ *                                RDMA_READ_FAIL entry per Send/Recv,
+ *                                completion calls answer at once; then
+ *                                SMDATAPARALLEL_DEVICE_NAME=DEV (a real one)
+ *                                and a retried Initialize works; DEV "-":
+ *                                Shutdown instead, then RDMA_SHUTDOWN.
+ *   herring_app shutdown-race MS a thread blocked in ReadCompletion while
+ *                                the main thread calls Shutdown MS ms later.
  *   herring_app job N            rank of an N-rank job (mpirun/srun): the
  *                                vendor's even->odd demo, an all-to-all,
  *                                receives before/after the data arrived,
@@ -25,6 +36,7 @@
 #include <initializer_list>
 #include <map>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -210,6 +222,112 @@ int run_single(const char *want_devices) {
     return 0;
 }
 
+/* ------------------------------------------------------------ initfail */
+
+/** Every call of an application whose Initialize failed: each answers at
+ *  once (the watchdog and the script's timeout catch a hang). */
+void expect_unusable(char *ctx, int tid) {
+    static uint8_t buf[256];
+    CHECK(herringP2PRegisterMemory(buf, sizeof(buf)) == nullptr);
+    herringP2PRecv(0, buf, nullptr, 64, tid, &ctx[0], 0);
+    herringP2PSend(0, buf + 64, nullptr, 64, tid + 1, &ctx[1], 0);
+    // A bogus mr: the shim must not touch it while uninitialized.
+    herringP2PRecv(0, buf, reinterpret_cast<void *>(0x10), 64, tid + 2, &ctx[2], 0);
+    expect_entry(herringP2PReadCompletion(), &ctx[0], 0, tid, RDMA_READ_FAIL);
+    expect_entry(herringP2PReadCompletion(), &ctx[2], 0, tid + 2, RDMA_READ_FAIL);
+    expect_entry(herringP2PSendCompletion(), &ctx[1], 0, tid + 1, RDMA_READ_FAIL);
+    expect_entry(herringP2PReadCompletion(), nullptr, kNone, kNone, RDMA_READ_FAIL);
+    expect_entry(herringP2PSendCompletion(), nullptr, kNone, kNone, RDMA_READ_FAIL);
+}
+
+int run_initfail(const char *good_device) {
+    char ctx[8];
+    const std::vector<std::string> env_before = environment();
+    bool threw = false;
+    try {
+        herringP2PInitialize();  // fails: the vendor API returns void
+    } catch (...) {
+        threw = true;
+    }
+    CHECK(!threw);
+    const std::vector<std::string> env_after = environment();
+    if (env_after != env_before) print_env_diff(env_before, env_after);
+    CHECK(env_after == env_before);
+    expect_unusable(ctx, 10);
+    CHECK(herringLocalDevice() == env_int({"LOCAL_RANK"}, 0));
+    herringP2PInitialize();  // the same cause: fails again
+    expect_unusable(ctx, 20);
+    if (std::strcmp(good_device, "-") == 0) {
+        // Given up: Shutdown has nothing to tear down; later calls say so.
+        herringP2PShutdown();
+        herringP2PRecv(0, ctx, nullptr, 1, 40, &ctx[6], 0);
+        expect_entry(herringP2PReadCompletion(), &ctx[6], 0, 40, RDMA_SHUTDOWN);
+        expect_entry(herringP2PReadCompletion(), nullptr, kNone, kNone, RDMA_SHUTDOWN);
+        std::printf("herring_app OK rank 0\n");
+        return 0;
+    }
+    std::fprintf(stderr, "herring_app: retrying with SMDATAPARALLEL_DEVICE_NAME=%s\n",
+                 good_device);
+
+    // Fixed: a later Initialize succeeds and the shim works.
+    CHECK(setenv("SMDATAPARALLEL_DEVICE_NAME", good_device, 1) == 0);
+    herringP2PInitialize();
+    std::vector<uint8_t> buf(4096);
+    void *mr = herringP2PRegisterMemory(buf.data(), static_cast<int>(buf.size()));
+    CHECK(mr != nullptr);
+    fill(buf.data(), 1000, 0, 0, 30);
+    herringP2PRecv(0, buf.data() + 2048, mr, 1000, 30, &ctx[3], 0);
+    herringP2PSend(0, buf.data(), mr, 1000, 30, &ctx[4], 0);
+    expect_entry(herringP2PReadCompletion(), &ctx[3], 0, 30, RDMA_READ_SUCCESS);
+    expect_entry(herringP2PSendCompletion(), &ctx[4], 0, 30, RDMA_READ_SUCCESS);
+    CHECK(verify(buf.data() + 2048, 1000, 0, 0, 30));
+    herringP2PShutdown();
+    herringP2PSend(0, buf.data(), mr, 8, 31, &ctx[5], 0);
+    expect_entry(herringP2PSendCompletion(), &ctx[5], 0, 31, RDMA_SHUTDOWN);
+    std::printf("herring_app OK rank 0\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------ shutdown race */
+
+/** A completion thread blocked in herringP2PReadCompletion while the main
+ *  thread calls herringP2PShutdown (how an application stops its progress
+ *  thread): the blocked thread gets exactly the cancelled receives, each
+ *  RDMA_SHUTDOWN with its own context, then the RDMA_SHUTDOWN sentinel --
+ *  never a spurious entry. */
+int run_shutdown_race(int delay_ms) {
+    herringP2PInitialize();
+    std::vector<uint8_t> buf(4096);
+    void *mr = herringP2PRegisterMemory(buf.data(), static_cast<int>(buf.size()));
+    CHECK(mr != nullptr);
+    constexpr int kRecvs = 8;
+    static char ctx[kRecvs];
+    for (int i = 0; i < kRecvs; ++i) {
+        herringP2PRecv(0, buf.data() + i * 16, mr, 16, 900 + i, &ctx[i], 0);
+    }
+    std::vector<CompletionEntry> got;
+    std::thread popper([&] {
+        for (int i = 0; i <= kRecvs; ++i) got.push_back(herringP2PReadCompletion());
+    });
+    usleep(static_cast<useconds_t>(delay_ms) * 1000);  // let it block in the wait
+    herringP2PShutdown();
+    popper.join();
+    std::map<const void *, uint32_t> seen;
+    for (int i = 0; i < kRecvs; ++i) {
+        const CompletionEntry &e = got[static_cast<size_t>(i)];
+        if (e.context == nullptr || e.error_code != RDMA_SHUTDOWN) {
+            std::fprintf(stderr, "entry %d: {ctx %p rank %u tid %u code %d}\n", i, e.context,
+                         e.dst_rank, e.tensor_id, static_cast<int>(e.error_code));
+        }
+        CHECK(e.error_code == RDMA_SHUTDOWN && e.context != nullptr);
+        seen[e.context] = e.tensor_id;
+    }
+    CHECK(seen.size() == kRecvs);
+    expect_entry(got[kRecvs], nullptr, kNone, kNone, RDMA_SHUTDOWN);
+    std::printf("herring_app OK rank 0\n");
+    return 0;
+}
+
 /* ------------------------------------------------------------ job */
 
 struct Op {
@@ -388,6 +506,12 @@ int main(int argc, char **argv) {
     if (argc == 3 && std::strcmp(argv[1], "single") == 0) {
         return run_single(argv[2]);
     }
+    if (argc == 3 && std::strcmp(argv[1], "initfail") == 0) {
+        return run_initfail(argv[2]);
+    }
+    if (argc == 3 && std::strcmp(argv[1], "shutdown-race") == 0) {
+        return run_shutdown_race(std::atoi(argv[2]));
+    }
     if (argc == 3 && std::strcmp(argv[1], "job") == 0) {
         g_rank = env_int({"PMIX_RANK", "OMPI_COMM_WORLD_RANK",
                                                "SLURM_PROCID"}, -1);
@@ -395,6 +519,7 @@ int main(int argc, char **argv) {
         CHECK(g_rank >= 0 && size >= 2 && g_rank < size);
         return run_job(size);
     }
-    std::fprintf(stderr, "usage: %s single DEVICES | job N\n", argv[0]);
+    std::fprintf(stderr, "usage: %s single DEVICES | initfail DEVICE | shutdown-race MS | "
+                 "job N\n", argv[0]);
     return 2;
 }

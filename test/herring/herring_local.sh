@@ -47,7 +47,45 @@ else
         ! grep -q 'rails: set UCX_NET_DEVICES=' "$out" ||
         fail_planned "user UCX_NET_DEVICES=all with SMDATAPARALLEL_DEVICE_NAME"
     echo "PASS: the user's UCX_NET_DEVICES=all is kept"
+    # A device this machine does not have: herringP2PInitialize (void, like
+    # the vendor's) fails; at the default log level the planner's error names
+    # the variable and the value and the shim says Initialize failed (once per
+    # attempt); every later call answers at once (RDMA_READ_FAIL, NULL mr);
+    # a retry with a real device works; or Shutdown and a clean exit.
+    plan_err="rail plan: SMDATAPARALLEL_DEVICE_NAME names 'mlx5_9', which is not an rdma device"
+    init_err='herring\] error: initialize: herringP2PInitialize failed'
+    for retry in mlx5_2 -; do
+        env -u P2P_LOG_LEVEL LD_PRELOAD="$preload" HWLOC_XMLFILE="$xml" HWLOC_THISSYSTEM=1 \
+            SMDATAPARALLEL_DEVICE_NAME=mlx5_9 P2P_HERRING_SYSFS_ROOT="$tmp/ib" \
+            UCX_WARN_UNUSED_ENV_VARS=n \
+            timeout -k 5 30 "$app" initfail $retry >"$out" 2>&1
+        rc=$?
+        [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" &&
+            [ "$(grep -c "error: $plan_err" "$out")" = 2 ] &&
+            [ "$(grep -c "$init_err" "$out")" = 2 ] &&
+            grep -q 'tensor 10: called after a failed herringP2PInitialize' "$out" || {
+            echo "FAIL: SMDATAPARALLEL_DEVICE_NAME=mlx5_9, then $retry (rc $rc):"
+            cat "$out"
+            exit 1
+        }
+    done
+    echo "PASS: SMDATAPARALLEL_DEVICE_NAME=mlx5_9 (no such device): Initialize fails, logged;" \
+        "calls complete with RDMA_READ_FAIL; retry with mlx5_2 works; Shutdown, clean exit"
 fi
+# A completion thread blocked in herringP2PReadCompletion while the main
+# thread calls herringP2PShutdown gets the cancelled receives (RDMA_SHUTDOWN,
+# their own contexts), then the sentinel -- no made-up entry.
+for delay in 0 30; do
+    LD_PRELOAD=$preload P2P_HERRING_SYSFS_ROOT=$tmp/ib \
+        timeout -k 5 30 "$app" shutdown-race $delay >"$out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" || {
+        echo "FAIL: Shutdown under a blocked ReadCompletion, ${delay} ms (rc $rc):"
+        cat "$out"
+        exit 1
+    }
+done
+echo "PASS: Shutdown while another thread waits in herringP2PReadCompletion"
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
 rc=$?
