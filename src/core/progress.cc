@@ -102,6 +102,11 @@ bool Progress::try_progress_from_user() {
                       std::memory_order_relaxed);
     std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
+        // Another thread is progressing -- possibly for long (a single-copy
+        // read of megabytes runs inside progress). When it shares our core
+        // (ranks pinned to one core each), spinning here would halve its
+        // speed: give it the CPU. Returns at once when nobody waits for it.
+        sched_yield();
         return false;
     }
     ucp_worker_progress(worker_);
