@@ -100,15 +100,22 @@ bool Progress::try_progress_from_user() {
     // locked instruction per poll.
     user_polls_.store(user_polls_.load(std::memory_order_relaxed) + 1,
                       std::memory_order_relaxed);
+    // Consecutive polls that found another thread progressing.
+    static thread_local unsigned busy_polls = 0;
     std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
         // Another thread is progressing -- possibly for long (a single-copy
         // read of megabytes runs inside progress). When it shares our core
         // (ranks pinned to one core each), spinning here would halve its
-        // speed: give it the CPU. Returns at once when nobody waits for it.
-        sched_yield();
+        // speed: after a few polls, give it the CPU (returns at once when
+        // nobody waits for it). Short holds never reach the yield.
+        if (++busy_polls >= 64) {
+            busy_polls = 0;
+            sched_yield();
+        }
         return false;
     }
+    busy_polls = 0;
     ucp_worker_progress(worker_);
     after_progress_();
     return true;
