@@ -415,6 +415,11 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         if (!rails_auto && !rails_count) {
             plan.notes.push_back("P2P_RAILS=" + in.rails +
                                  " ignored: UCX_NET_DEVICES is set");
+        } else if (!in.smddp_devices.empty()) {
+            // Not even checked against the machine: say so, or a misspelt
+            // device name goes unnoticed.
+            plan.notes.push_back("SMDATAPARALLEL_DEVICE_NAME=" + in.smddp_devices +
+                                 " ignored: UCX_NET_DEVICES is set");
         }
     } else if (!rails_auto && !rails_count) {
         st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics, in.netdevs);

@@ -259,6 +259,21 @@ TEST(RailPlan, UserUcxSettingsAreNeverOverridden) {
     EXPECT_TRUE(ignored);
 }
 
+TEST(RailPlan, SmddpDeviceNameIgnoredUnderUserNetDevicesIsNoted) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    in.user_ucx = {{"UCX_NET_DEVICES", "mlx5_3:1"}};
+    in.smddp_devices = "mlx5_9";  // does not exist: not checked, but noted
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_3:1"}), names(p));
+    bool noted = false;
+    for (const std::string &n : p.notes) {
+        noted |= n.find("SMDATAPARALLEL_DEVICE_NAME=mlx5_9 ignored: UCX_NET_DEVICES "
+                        "is set") != std::string::npos;
+    }
+    EXPECT_TRUE(noted);
+}
+
 TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     TempDir d;
