@@ -108,7 +108,8 @@ enum {
     P2P_CONFIG_FIELD_PROGRESS_MODE   = 1u << 0,
     P2P_CONFIG_FIELD_SPIN_US         = 1u << 1,
     P2P_CONFIG_FIELD_PEER_TIMEOUT_MS = 1u << 2,
-    P2P_CONFIG_FIELD_LOG_LEVEL       = 1u << 3
+    P2P_CONFIG_FIELD_LOG_LEVEL       = 1u << 3,
+    P2P_CONFIG_FIELD_LOCAL_RANK      = 1u << 4  /**< local_rank and local_size */
 };
 
 typedef enum {
@@ -125,6 +126,14 @@ typedef struct {
     uint32_t            spin_us;         /**< P2P_SPIN_US */
     uint32_t            peer_timeout_ms; /**< P2P_PEER_TIMEOUT_MS */
     p2p_log_level_t     log_level;       /**< P2P_LOG_LEVEL */
+    /** This process' rank among the ranks on its host, and their number,
+     *  for the rail plan (p2p_topo.h). Without this field they come from the
+     *  launcher's variables (P2P_LOCAL_RANK, LOCAL_RANK, OpenMPI, MPICH,
+     *  Slurm, PMIx). Pass p2p_bootstrap_query's local_rank/local_size when
+     *  the bootstrap is created first and computed them (tcp bootstrap
+     *  without LOCAL_RANK). local_rank < local_size, local_size >= 1. */
+    uint32_t            local_rank;
+    uint32_t            local_size;
 } p2p_config_t;
 
 /**

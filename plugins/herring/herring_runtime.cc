@@ -54,17 +54,18 @@ const char *queue_name(p2p_queue_t q) { return q == P2P_QUEUE_SEND ? "send" : "r
  * (SMDATAPARALLEL_DEVICE_NAME, P2P_RAILS, P2P_HCA, the launcher's local-rank
  * variables) and gives it to UCX through the UCP config, never through the
  * environment and never over a UCX_* variable the user set. The shim only
- * says what the planner will see (read-only), and warns when the bootstrap
- * knows a local rank that no variable the planner reads carries (the tcp
- * bootstrap computes it from host names when LOCAL_RANK is unset).
+ * says what the planner will see (read-only). When the bootstrap knows a
+ * local rank that no variable the planner reads carries (the tcp bootstrap
+ * computes it from host names when LOCAL_RANK is unset), it hands it over
+ * in p2p_config_t: returns true then.
  */
-void log_rail_inputs(const p2p_bootstrap_info_t &b) {
+bool log_rail_inputs(const p2p_bootstrap_info_t &b) {
     if (const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME")) {
         log(P2P_LOG_INFO, "initialize: SMDATAPARALLEL_DEVICE_NAME=%s goes to ucxp2p's rail "
             "plan at context creation ('rails:' log lines)", smddp);
     }
     if (b.local_size <= 1) {
-        return;
+        return false;
     }
     // The local-rank sources of the planner (docs/PERFORMANCE-RAILS.md).
     static const char *const kVars[] = {"P2P_LOCAL_RANK", "LOCAL_RANK",
@@ -72,13 +73,12 @@ void log_rail_inputs(const p2p_bootstrap_info_t &b) {
                                         "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
     for (const char *v : kVars) {
         if (std::getenv(v) != nullptr) {
-            return;
+            return false;
         }
     }
-    log(P2P_LOG_WARN, "initialize: the %s bootstrap makes this process local rank %u of %u, "
-        "but no launcher variable says so; ucxp2p plans its rails as local rank 0 of 1, so "
-        "the local ranks may share one NIC: export LOCAL_RANK and LOCAL_WORLD_SIZE",
-        b.name, b.local_rank, b.local_size);
+    log(P2P_LOG_INFO, "initialize: no launcher variable names the local rank; the %s "
+        "bootstrap's (%u of %u) goes to the rail plan", b.name, b.local_rank, b.local_size);
+    return true;
 }
 
 class Runtime {
@@ -173,9 +173,14 @@ void Runtime::initialize() {
         st = p2p_bootstrap_query(boot, &binfo);
     }
     if (st == P2P_OK) {
-        log_rail_inputs(binfo);
+        p2p_config_t cfg{};
+        if (log_rail_inputs(binfo)) {
+            cfg.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
+            cfg.local_rank = binfo.local_rank;
+            cfg.local_size = binfo.local_size;
+        }
         step = "creating the ucxp2p context";
-        st = p2p_context_create(nullptr, &ctx);
+        st = p2p_context_create(&cfg, &ctx);
     }
     if (st == P2P_OK) {
         step = "creating the communicator";

@@ -14,7 +14,8 @@ namespace {
 
 constexpr uint64_t kKnownFields =
     P2P_CONFIG_FIELD_PROGRESS_MODE | P2P_CONFIG_FIELD_SPIN_US |
-    P2P_CONFIG_FIELD_PEER_TIMEOUT_MS | P2P_CONFIG_FIELD_LOG_LEVEL;
+    P2P_CONFIG_FIELD_PEER_TIMEOUT_MS | P2P_CONFIG_FIELD_LOG_LEVEL |
+    P2P_CONFIG_FIELD_LOCAL_RANK;
 constexpr uint64_t kMaxSpinUs = 1000000;        // 1 s
 constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
 
@@ -102,6 +103,16 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
                 "busy or event", config_get("P2P_PROGRESS").c_str());
         return P2P_ERR_INVALID_PARAM;
     }
+    if (mask & P2P_CONFIG_FIELD_LOCAL_RANK) {
+        if (config->local_size == 0 || config->local_rank >= config->local_size) {
+            P2P_LOG(P2P_LOG_ERROR, "context: local_rank %u of local_size %u is "
+                    "not a rank on this host", config->local_rank, config->local_size);
+            return P2P_ERR_INVALID_PARAM;
+        }
+        s.has_local_rank = true;
+        s.local_rank = config->local_rank;
+        s.local_size = config->local_size;
+    }
     uint64_t v;
     if (mask & P2P_CONFIG_FIELD_SPIN_US) {
         if (config->spin_us > kMaxSpinUs) {
@@ -174,7 +185,13 @@ p2p_status_t Context::create(const ContextSettings &settings,
                     "ms");
 
     // Rails (src/core/rails.h): the plan's UCX_NET_DEVICES / rails settings.
-    p2p_status_t rs = rails_apply_ucx(cfg.get());
+    LocalRank given;
+    if (settings.has_local_rank) {
+        given.rank = settings.local_rank;
+        given.size = settings.local_size;
+        given.source = "p2p_config_t";
+    }
+    p2p_status_t rs = rails_apply_ucx(cfg.get(), settings.has_local_rank ? &given : nullptr);
     if (rs != P2P_OK) {
         return rs;
     }

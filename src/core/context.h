@@ -27,6 +27,8 @@ struct ContextSettings {
     uint32_t spin_busy_us;
     uint32_t peer_timeout_ms;
     p2p_log_level_t log_level;
+    bool has_local_rank = false;  // P2P_CONFIG_FIELD_LOCAL_RANK
+    uint32_t local_rank = 0, local_size = 1;
 };
 
 /** Merge config (fields named in its mask) over the P2P_* environment.

@@ -85,6 +85,7 @@ struct RailState {
     bool loaded = false;
     std::unique_ptr<topo::Topology> topo;
     int numa = -1;
+    LocalRank last;  // local rank the latest plan was made for
 };
 
 RailState &state() {
@@ -199,7 +200,7 @@ std::vector<int> numa_node_cpus(int numa, const std::string &root) {
     return cpus;
 }
 
-p2p_status_t rails_apply_ucx(ucp_config_t *cfg) {
+p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     RailState &s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.loaded) {
@@ -213,7 +214,10 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg) {
     if (!s.topo) {
         return P2P_OK;
     }
-    LocalRank lr = local_rank_detect([](const char *n) { return std::getenv(n); });
+    LocalRank lr = given != nullptr
+                       ? *given
+                       : local_rank_detect([](const char *n) { return std::getenv(n); });
+    s.last = lr;
     topo::PlanInput in = topo::PlanInput::from_environment(lr.rank, lr.size);
     in.binding_numa = s.topo->binding_numa();
     topo::RailPlan plan;
@@ -264,6 +268,12 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg) {
         }
     }
     return P2P_OK;
+}
+
+LocalRank rails_local_rank() {
+    RailState &s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.last;
 }
 
 int rails_numa() {

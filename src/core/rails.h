@@ -56,8 +56,13 @@ bool parse_cpu_list(const std::string &text, std::vector<int> *out);
  * A machine that cannot be inspected (no hwloc, load failure) gives no plan
  * and P2P_OK. P2P_ERR_INVALID_PARAM when the user's rail settings are
  * invalid (bad P2P_RAILS, P2P_LOCAL_RANK >= P2P_LOCAL_WORLD_SIZE is only skipped).
+ * given (the application's p2p_config_t local rank) replaces detection.
  */
-p2p_status_t rails_apply_ucx(ucp_config_t *cfg);
+p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given = nullptr);
+
+/** Local rank the latest plan was made for (default 0 of 1, no source,
+ *  when no plan was made). */
+LocalRank rails_local_rank();
 
 /** NUMA node of the latest plan; -1 when unknown. */
 int rails_numa();

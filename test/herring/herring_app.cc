@@ -20,7 +20,7 @@
  *                                Shutdown instead, then RDMA_SHUTDOWN.
  *   herring_app shutdown-race MS a thread blocked in ReadCompletion while
  *                                the main thread calls Shutdown MS ms later.
- *   herring_app job N            rank of an N-rank job (mpirun/srun): the
+ *   herring_app job N            rank of an N-rank job (mpirun/srun/p2prun): the
  *                                vendor's even->odd demo, an all-to-all,
  *                                receives before/after the data arrived,
  *                                truncation, Shutdown with pending receives.
@@ -356,7 +356,9 @@ void complete_all(std::vector<Op> &ops, bool recv) {
 
 int run_job(int size) {
     const int rank = g_rank;
-    const int local = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, -1);
+    // Without launcher variables (tcp bootstrap, one host) local == rank.
+    const int local = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+                               "LOCAL_RANK"}, rank);
     CHECK(env_int({"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"},
                   size) == size);
     // PMIx may export its own variables; UCX's must stay untouched.
@@ -514,7 +516,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && std::strcmp(argv[1], "job") == 0) {
         g_rank = env_int({"PMIX_RANK", "OMPI_COMM_WORLD_RANK",
-                                               "SLURM_PROCID"}, -1);
+                                               "SLURM_PROCID", "RANK"}, -1);
         int size = std::atoi(argv[2]);
         CHECK(g_rank >= 0 && size >= 2 && g_rank < size);
         return run_job(size);

@@ -86,6 +86,20 @@ for delay in 0 30; do
     }
 done
 echo "PASS: Shutdown while another thread waits in herringP2PReadCompletion"
+# torchrun-style job without any local-rank variable: the tcp bootstrap
+# computes local ranks from host names, and the shim hands them to the core's
+# rail plan in p2p_config_t (the core cannot see them in the environment).
+p2prun=$build/tools/p2prun/p2prun
+timeout -k 5 90 "$p2prun" -n 2 -x P2P_LOG_LEVEL=info -- \
+    env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u P2P_LOCAL_RANK -u P2P_LOCAL_WORLD_SIZE \
+    LD_PRELOAD="$preload" "$app" job 2 >"$out" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ "$(grep -c 'herring_app OK rank' "$out")" = 2 ] &&
+   rails_ranks_ok "$out" 2 p2p_config_t; then
+    echo "PASS: tcp bootstrap without LOCAL_RANK: the shim passes its local ranks to the rail plan"
+else
+    echo "FAIL: tcp bootstrap without LOCAL_RANK (rc $rc):"; cat "$out"; exit 1
+fi
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
 rc=$?

@@ -107,7 +107,14 @@ TEST(ApiContext, BadConfigFieldValues) {
     level.field_mask = P2P_CONFIG_FIELD_LOG_LEVEL;
     level.log_level = static_cast<p2p_log_level_t>(42);
     flag.field_mask = 1u << 20; // no such field
-    for (const BadConfig &b : {BadConfig{"progress_mode 3", mode},
+    p2p_config_t lr_past{}, lr_zero{};
+    lr_past.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
+    lr_past.local_rank = 2;
+    lr_past.local_size = 2;
+    lr_zero.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
+    for (const BadConfig &b : {BadConfig{"local rank 2 of 2", lr_past},
+                               BadConfig{"local size 0", lr_zero},
+                               BadConfig{"progress_mode 3", mode},
                                BadConfig{"progress_mode -1", mode_neg},
                                BadConfig{"log_level 42", level},
                                BadConfig{"unknown field bit", flag}}) {

@@ -212,6 +212,37 @@ TEST(ApplyUcx, BadRailsFailContextCreation) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_context_create(nullptr, &ctx));
 }
 
+TEST(ApplyUcx, LocalRankFromConfigReplacesTheLaunchersVariables) {
+    ScopedEnv nd("UCX_NET_DEVICES", nullptr);
+    ScopedEnv rails("P2P_RAILS", "lo");
+    ScopedEnv plr("P2P_LOCAL_RANK", nullptr);
+    ScopedEnv plw("P2P_LOCAL_WORLD_SIZE", nullptr);
+    ScopedEnv lr("LOCAL_RANK", "0");
+    ScopedEnv lw("LOCAL_WORLD_SIZE", "4");
+    ucp_config_t *cfg = nullptr;
+    ASSERT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+    ASSERT_EQ(P2P_OK, rails_apply_ucx(cfg));
+    ucp_config_release(cfg);
+    if (rails_numa() < 0) {
+        GTEST_SKIP() << "no topology (built without hwloc?): no plan is made";
+    }
+    LocalRank seen = rails_local_rank();
+    EXPECT_EQ(0u, seen.rank);
+    EXPECT_EQ(4u, seen.size);
+    // Through the public API: the application's value wins.
+    p2p_config_t c{};
+    c.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
+    c.local_rank = 1;
+    c.local_size = 2;
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(&c, &ctx));
+    seen = rails_local_rank();
+    EXPECT_EQ(1u, seen.rank);
+    EXPECT_EQ(2u, seen.size);
+    EXPECT_EQ("p2p_config_t", seen.source);
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
 TEST(Numa, PlanNodeIsKnownAndThreadStaysRunnable) {
     ScopedEnv rails("P2P_RAILS", nullptr);
     ucp_config_t *cfg = nullptr;
