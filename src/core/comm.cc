@@ -512,15 +512,6 @@ void Comm::handle_failures() {
     }
 }
 
-namespace {
-
-void goodbye_sent(void *request, ucs_status_t, void *user_data) {
-    delete static_cast<Context::Goodbye *>(user_data);
-    ucp_request_free(request);
-}
-
-}  // namespace
-
 void Comm::send_goodbyes() {
     for (uint32_t r = 0; r < size_; ++r) {
         Peer &p = peers_[r];
@@ -528,7 +519,7 @@ void Comm::send_goodbyes() {
         auto *g = new Context::Goodbye{Context::kGoodbyeMagic, id_, rank_};
         ucp_request_param_t prm = {};
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        prm.cb.send = goodbye_sent;
+        prm.cb.send = ctl_sent_cb<Context::Goodbye>;
         prm.user_data = g;
         void *req = ucp_am_send_nbx(p.ep, Context::kAmGoodbye, g, sizeof(*g),
                                     nullptr, 0, &prm);

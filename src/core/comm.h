@@ -91,6 +91,14 @@ void send_cb(void *request, ucs_status_t st, void *user_data);
 void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data);
 
+/** Send callback of a control message whose payload is a heap copy of a T
+ *  (user_data): frees both. */
+template <class T>
+void ctl_sent_cb(void *request, ucs_status_t, void *user_data) {
+    delete static_cast<T *>(user_data);
+    ucp_request_free(request);
+}
+
 class Comm {
 public:
     /** Collective: agree on an id and exchange worker addresses. */

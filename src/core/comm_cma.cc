@@ -34,12 +34,6 @@ void ack_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
 
 /** Control messages (RTS, ACK) own a heap copy of their payload. */
 template <class T>
-void ctl_sent_cb(void *request, ucs_status_t, void *user_data) {
-    delete static_cast<T *>(user_data);
-    ucp_request_free(request);
-}
-
-template <class T>
 ucs_status_t send_ctl(ucp_ep_h ep, uint64_t tag, const T &msg) {
     T *copy = new T(msg);
     ucp_request_param_t prm = {};
