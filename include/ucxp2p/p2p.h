@@ -37,7 +37,12 @@
  *   the receiver has read it. When the kernel refuses the read (ptrace
  *   rules, seccomp) the bytes go through UCX instead. P2P_CMA=off disables
  *   it. A send cancelled (shutdown, peer failure) before it was read can no
- *   longer be read: the receive fails with P2P_ERR_PEER_FAILURE.
+ *   longer be read: the receive fails with P2P_ERR_PEER_FAILURE. From
+ *   P2P_CMA_SPLIT bytes the sender writes the second half into the receive
+ *   buffer while the receiver reads the first (two cores copy); such a
+ *   receive, once answered, completes only when the sender has reported its
+ *   half or is gone -- p2p_comm_shutdown waits for it rather than hand the
+ *   buffer back while the sender may still write into it.
  */
 #ifndef UCXP2P_P2P_H
 #define UCXP2P_P2P_H

@@ -133,10 +133,27 @@ size_t threshold() {
     return thresh;
 }
 
+size_t split_threshold() {
+    static size_t thresh = [] {
+        uint64_t v = 0;
+        if (config_get_u64("P2P_CMA_SPLIT", UINT64_MAX, &v) != P2P_OK) {
+            v = 65536;
+        }
+        if (v == 0) return SIZE_MAX;
+        return static_cast<size_t>(v < 2 * sizeof(Rts) ? 2 * sizeof(Rts) : v);
+    }();
+    return thresh;
+}
+
+uint64_t split_offset(uint64_t len) {
+    uint64_t off = (len / 2) & ~static_cast<uint64_t>(63);
+    return off == 0 ? len / 2 : off;
+}
+
 uint32_t next_seq() {
     uint32_t s;
     do {
-        s = g_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+        s = (g_seq.fetch_add(1, std::memory_order_relaxed) + 1) & ~kWdoneBit;
     } while (s == 0);
     return s;
 }
@@ -151,22 +168,55 @@ void bump_epoch(uint32_t seq) {
     g_epoch[seq % kEpochSlots].fetch_add(1, std::memory_order_seq_cst);
 }
 
-ReadResult read(pid_t pid, const Rts &rts, void *dst, int *err) {
-    uint64_t epoch = 0;
-    uint8_t *d = static_cast<uint8_t *>(dst);
+namespace {
+
+ReadResult classify(int e, int *err) {
+    *err = e;
+    if (e == EPERM || e == EACCES || e == ENOSYS) return ReadResult::NOT_ALLOWED;
+    return e == ESRCH ? ReadResult::PEER_GONE : ReadResult::FAILED;
+}
+
+}  // namespace
+
+ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,
+                 int *err) {
+    const uint8_t *s = static_cast<const uint8_t *>(src);
     uint64_t done = 0;
-    const uint64_t total = rts.length + sizeof(epoch);
+    *err = 0;
+    while (done < len) {
+        struct iovec l = {const_cast<uint8_t *>(s) + done,
+                          static_cast<size_t>(len - done)};
+        struct iovec r = {reinterpret_cast<void *>(remote + done),
+                          static_cast<size_t>(len - done)};
+        ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+        if (put < 0) {
+            if (errno == EINTR) continue;
+            return classify(errno, err);
+        }
+        if (put == 0) return classify(EFAULT, err);
+        done += static_cast<uint64_t>(put);
+    }
+    return ReadResult::OK;
+}
+
+ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
+                void *dst, int *err) {
+    uint64_t epoch = 0;
+    uint8_t *d = static_cast<uint8_t *>(dst) + off;
+    const uint64_t src = rts.addr + off;
+    uint64_t done = 0;
+    const uint64_t total = len + sizeof(epoch);
     *err = 0;
     while (done < total) {
         struct iovec l[2], r[2];
         int n = 0;
-        if (done < rts.length) {
-            l[n] = {d + done, static_cast<size_t>(rts.length - done)};
-            r[n] = {reinterpret_cast<void *>(rts.addr + done),
-                    static_cast<size_t>(rts.length - done)};
+        if (done < len) {
+            l[n] = {d + done, static_cast<size_t>(len - done)};
+            r[n] = {reinterpret_cast<void *>(src + done),
+                    static_cast<size_t>(len - done)};
             ++n;
         }
-        uint64_t eoff = done > rts.length ? done - rts.length : 0;
+        uint64_t eoff = done > len ? done - len : 0;
         l[n] = {reinterpret_cast<uint8_t *>(&epoch) + eoff,
                 static_cast<size_t>(sizeof(epoch) - eoff)};
         r[n] = {reinterpret_cast<void *>(rts.epoch_addr + eoff),
@@ -175,16 +225,9 @@ ReadResult read(pid_t pid, const Rts &rts, void *dst, int *err) {
         ssize_t got = process_vm_readv(pid, l, n, r, n, 0);
         if (got < 0) {
             if (errno == EINTR) continue;
-            *err = errno;
-            if (errno == EPERM || errno == EACCES || errno == ENOSYS) {
-                return ReadResult::NOT_ALLOWED;
-            }
-            return errno == ESRCH ? ReadResult::PEER_GONE : ReadResult::FAILED;
+            return classify(errno, err);
         }
-        if (got == 0) {
-            *err = EFAULT;
-            return ReadResult::FAILED;
-        }
+        if (got == 0) return classify(EFAULT, err);
         done += static_cast<uint64_t>(got);
     }
     return epoch == rts.epoch ? ReadResult::OK : ReadResult::CANCELLED;

@@ -21,6 +21,28 @@
  * the sender then pushes the payload through UCX (PUSH tag, same seq) and
  * stops using single copy towards that peer.
  *
+ * Split copy (messages of P2P_CMA_SPLIT bytes or more): one core copies at
+ * a fraction of what memory can do, and the sender's core is idle while
+ * the receiver reads. The RTS names a split offset; the receiver answers
+ * CTS {its buffer address} at once, then reads the head [0, split) while
+ * the sender writes the tail with process_vm_writev and reports it:
+ *
+ *   RTS {.., split}              --->   post WDONE receive, CTS {addr}
+ *   CTS                          <---   read head (data, then epoch)
+ *   write tail, WDONE {status}   --->
+ *   ACK                          <---   (after head and WDONE) complete
+ *   complete the send
+ *
+ * A receive whose tail the sender may be writing completes only when the
+ * WDONE arrives (OK, CANCELLED by the sender, NOT_ALLOWED: the receiver
+ * then reads the tail itself, ERROR) or the sender's process is gone: it
+ * is never cancelled by the receiver's own shutdown, so the sender never
+ * writes into a buffer the receiver's user owns again. The sender writes
+ * only while its send is live (under its worker lock, as is the cancel),
+ * and a send cancelled before its CTS was answered sends WDONE CANCELLED.
+ * WDONE travels as an ACK-kind message whose seq has bit 31 set (seqs are
+ * 31-bit), so it never matches the receiver's own ACK receives.
+ *
  * The epoch: a counter in a process-wide table (slot = seq modulo its size,
  * never freed) that the sender bumps before it completes a single-copy send
  * without an ACK (cancelled by shutdown or by a failure report). The
@@ -58,6 +80,13 @@ bool peer_eligible(const Identity &mine, const Identity &theirs);
 /** Smallest message sent by single copy (P2P_CMA_THRESH, read once). */
 size_t threshold();
 
+/** Smallest message split between sender and receiver (P2P_CMA_SPLIT, read
+ *  once; SIZE_MAX when 0 = never). */
+size_t split_threshold();
+
+/** Where the sender's part of a split message of len bytes starts. */
+uint64_t split_offset(uint64_t len);
+
 /** Rendezvous request: travels as the payload of a KIND_RTS message. */
 struct Rts {
     uint32_t magic;
@@ -66,18 +95,24 @@ struct Rts {
     uint64_t length;
     uint64_t epoch_addr;
     uint64_t epoch;
+    uint64_t split;       // 0: the receiver reads it all; else see above
 };
 constexpr uint32_t kRtsMagic = 0x43524453;  // "SDRC"
 
-/** Receiver's answer: payload of a KIND_ACK message. */
+/** Receiver's answer (ACK, CTS) or the sender's WDONE: payload of a
+ *  KIND_ACK message. */
 struct Ack {
     int32_t status;
     uint32_t seq;
+    uint64_t addr;        // CTS: the receiver's buffer
 };
 enum AckStatus : int32_t { ACK_OK = 0, ACK_TRUNCATED = 1, ACK_FALLBACK = 2,
-                           ACK_ERROR = 3 };
+                           ACK_ERROR = 3, ACK_CTS = 4 };
+enum WdoneStatus : int32_t { WDONE_OK = 0, WDONE_NOT_ALLOWED = 1,
+                             WDONE_CANCELLED = 2, WDONE_ERROR = 3 };
+constexpr uint32_t kWdoneBit = 0x80000000u;
 
-/** A fresh sequence number, unique in this process (never 0). */
+/** A fresh sequence number, unique in this process (31 bits, never 0). */
 uint32_t next_seq();
 
 /** Fill the epoch fields of an RTS for send seq. */
@@ -94,8 +129,15 @@ enum class ReadResult {
     FAILED,       // anything else (errno kept in *err)
 };
 
-/** Read rts.length bytes from pid into dst, then the sender's epoch. */
-ReadResult read(pid_t pid, const Rts &rts, void *dst, int *err);
+/** Read bytes [off, off + len) of the sender's buffer (rts) from pid into
+ *  dst + off, then the sender's epoch. */
+ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
+                void *dst, int *err);
+
+/** Write len bytes from src to remote in pid (the sender's part of a split
+ *  message). CANCELLED is never returned. */
+ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,
+                 int *err);
 
 }  // namespace cma
 }  // namespace ucxp2p

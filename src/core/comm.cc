@@ -170,6 +170,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         ncma += c->peers_[r].cma ? 1 : 0;
     }
     c->cma_thresh_ = cma::threshold();
+    c->split_thresh_ = cma::split_threshold();
     if (ncma > 0) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: single copy to %u same-host peers "
                 "for messages of %zu bytes or more", c->id_, ncma,
@@ -495,7 +496,8 @@ void Comm::handle_failures() {
         // completion reports P2P_ERR_PEER_FAILURE).
         std::vector<void *> reqs;
         for (Op *op = ops_; op != nullptr; op = op->next) {
-            bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS;
+            bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS ||
+                              op->stage == Op::SEND_SPLIT;
             if (waits_recv && op->entry.peer == peer) reqs.push_back(op->request);
         }
         for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
@@ -541,8 +543,15 @@ void Comm::shutdown() {
         std::vector<bool> has_send(size_, false);
         for (Op *op = ops_; op != nullptr; op = op->next) {
             // A single-copy send waits on a receive (its ACK): cancel that.
-            if (!op->is_send || op->stage == Op::SEND_RTS) recvs.push_back(op->request);
-            else has_send[op->entry.peer] = true;
+            // A split receive whose tail the sender may be writing is left
+            // to finish (core/cma.h): its WDONE comes, or the sender is gone.
+            if (op->stage == Op::RECV_SPLIT) continue;
+            if (!op->is_send || op->stage == Op::SEND_RTS ||
+                op->stage == Op::SEND_SPLIT) {
+                recvs.push_back(op->request);
+            } else {
+                has_send[op->entry.peer] = true;
+            }
         }
         for (void *r : recvs) ucp_request_cancel(ctx_->worker(), r);
         // UCX cannot cancel a send; closing its endpoint by force does.

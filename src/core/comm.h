@@ -58,9 +58,17 @@ struct Op {
     bool is_send = false;
     // Single copy (core/cma.h): a send waiting for its ACK, or either side
     // moving the payload through UCX after a FALLBACK answer.
-    enum Stage : uint8_t { PLAIN, SEND_RTS, SEND_PUSH, RECV_PUSH } stage = PLAIN;
+    // A split send waits for the CTS (SEND_RTS), writes its part, then waits
+    // for the final ACK (SEND_SPLIT); a split receive waits for WDONE
+    // (RECV_SPLIT).
+    enum Stage : uint8_t { PLAIN, SEND_RTS, SEND_SPLIT, SEND_PUSH, RECV_PUSH,
+                           RECV_SPLIT } stage = PLAIN;
     bool bounced = false;        // small receive landed in bounce[] first
     uint32_t seq = 0;
+    uint64_t split = 0;          // split send: where the sender's part starts
+    cma::Rts rts{};              // split receive: the sender's request
+    cma::ReadResult head = cma::ReadResult::OK;  // split receive: head read
+    int head_err = 0;
     ucs_status_t rts_status = UCS_OK;  // RTS send failed synchronously
     void *buffer = nullptr;      // the user's buffer and length
     size_t length = 0;
@@ -132,6 +140,8 @@ public:
     void recv_done(Op *op, ucs_status_t st, size_t bytes, uint64_t tag);
     /** A single-copy send's ACK receive finished. */
     void ack_done(Op *op, ucs_status_t st);
+    /** A split receive's WDONE receive finished. */
+    void wdone_done(Op *op, ucs_status_t st);
     /** Endpoint error callback (worker lock held). */
     void on_peer_error(uint32_t peer, ucs_status_t st);
 
@@ -150,6 +160,7 @@ private:
         bool cma = false;       // same host: single copy possible
         bool cma_off = false;   // the peer answered FALLBACK once
         bool cma_refused = false;  // we could not read the peer once
+        bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye: its endpoint closing is no failure
         uint32_t pid = 0;
     };
@@ -167,7 +178,13 @@ private:
     void finish(Op *op, p2p_status_t ps, size_t bytes);
     void post_rts(Op *op, const PostItem &it, ucp_ep_h ep);
     void on_rts(Op *op, const cma::Rts &rts);
-    void send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status);
+    void on_split_rts(Op *op, const cma::Rts &rts);
+    /** Answer the sender and complete the receive after reading it. */
+    void conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err);
+    void on_cts(Op *op, uint64_t remote);
+    bool post_ack_recv(Op *op);
+    void send_ack(uint32_t peer, uint32_t seq, int32_t status, uint64_t addr = 0);
+    void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
     void send_goodbyes();   // worker lock held
 
@@ -175,6 +192,7 @@ private:
     uint64_t ctx_id_ = 0;
     uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
     size_t cma_thresh_ = SIZE_MAX;
+    size_t split_thresh_ = SIZE_MAX;
     bool id_claimed_ = false;
     std::vector<std::vector<uint8_t>> addrs_;
     std::unique_ptr<Peer[]> peers_;

@@ -13,9 +13,12 @@ namespace ucxp2p {
 
 namespace {
 
-/** The ACK of a single-copy send arrived (or its receive was cancelled). */
-void ack_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
-            void *user_data) {
+/** A control receive finished: the ACK of a single-copy send (Done =
+ *  ack_done; an orphaned send still invalidates its epoch) or the WDONE of
+ *  a split receive (wdone_done). Cancelled receives land here too. */
+template <void (Comm::*Done)(Op *, ucs_status_t), bool kIsSend>
+void ctl_recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
+                 void *user_data) {
     Op *op = static_cast<Op *>(user_data);
     if (op->posting) {
         op->done_in_post = true;
@@ -23,13 +26,33 @@ void ack_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
         return;
     }
     if (op->comm == nullptr) {
-        if (st != UCS_OK) cma::bump_epoch(op->seq);
+        if (kIsSend && st != UCS_OK) cma::bump_epoch(op->seq);
         ucp_request_free(request);
         delete op;
         return;
     }
-    op->comm->ack_done(op, st);
+    (op->comm->*Done)(op, st);
     ucp_request_free(request);
+}
+
+constexpr ucp_tag_recv_nbx_callback_t ack_cb = ctl_recv_cb<&Comm::ack_done, true>;
+constexpr ucp_tag_recv_nbx_callback_t wdone_cb = ctl_recv_cb<&Comm::wdone_done, false>;
+
+/** Post a control receive into op->ack (full tag match); a message already
+ *  here sets op->done_in_post. */
+void *post_ctl_recv(ucp_worker_h worker, Op *op, uint64_t tag,
+                    ucp_tag_recv_nbx_callback_t cb) {
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    prm.cb.recv = cb;
+    prm.user_data = op;
+    op->posting = true;
+    op->done_in_post = false;
+    void *req = ucp_tag_recv_nbx(worker, &op->ack, sizeof(op->ack), tag,
+                                 ~static_cast<ucp_tag_t>(0), &prm);
+    op->posting = false;
+    return req;
 }
 
 /** Control messages (RTS, ACK) own a heap copy of their payload. */
@@ -86,8 +109,19 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
         finish(op, P2P_ERR_TRUNCATED, 0);
         return;
     }
+    if (rts.split != 0) {
+        on_split_rts(op, rts);
+        return;
+    }
     int err = 0;
-    switch (cma::read(static_cast<pid_t>(peers_[src].pid), rts, op->buffer, &err)) {
+    cma::ReadResult r = cma::read(static_cast<pid_t>(peers_[src].pid), rts, 0,
+                                  rts.length, op->buffer, &err);
+    conclude_read(op, rts, r, err);
+}
+
+void Comm::conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err) {
+    const uint32_t src = op->entry.peer;
+    switch (r) {
     case cma::ReadResult::OK:
         send_ack(src, rts.seq, cma::ACK_OK);
         finish(op, P2P_OK, rts.length);
@@ -95,6 +129,9 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
     case cma::ReadResult::CANCELLED:
         P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u withdrew tensor %u while it "
                 "was read (its send was cancelled)", id_, src, op->entry.tensor_id);
+        // Another send sharing the epoch slot may be the one cancelled:
+        // answer, so a send still waiting does not wait forever.
+        send_ack(src, rts.seq, cma::ACK_ERROR);
         finish(op, P2P_ERR_PEER_FAILURE, 0);
         return;
     case cma::ReadResult::NOT_ALLOWED:
@@ -121,7 +158,95 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
     finish(op, P2P_ERR_TRANSPORT, 0);
 }
 
-void Comm::send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status) {
+void Comm::on_split_rts(Op *op, const cma::Rts &rts) {
+    const uint32_t src = op->entry.peer;
+    if (rts.split >= rts.length) {
+        P2P_LOG(P2P_LOG_ERROR, "comm %u: malformed split request from rank %u "
+                "(split %llu of %llu bytes)", id_, src,
+                static_cast<unsigned long long>(rts.split),
+                static_cast<unsigned long long>(rts.length));
+        send_ack(src, rts.seq, cma::ACK_ERROR);
+        finish(op, P2P_ERR_TRANSPORT, 0);
+        return;
+    }
+    op->stage = Op::RECV_SPLIT;
+    op->rts = rts;
+    op->seq = rts.seq;
+    // Wait for the sender's word on its part before asking for it.
+    void *req = post_ctl_recv(ctx_->worker(), op,
+                              make_tag(id_, src, rts.seq | cma::kWdoneBit, KIND_ACK),
+                              wdone_cb);
+    if (!UCS_PTR_IS_PTR(req)) {
+        send_ack(src, rts.seq, cma::ACK_ERROR);
+        complete(op, UCS_PTR_STATUS(req), 0);
+        return;
+    }
+    if (op->request == nullptr) link(op);  // matched inside post()
+    op->request = req;
+    if (op->done_in_post) {
+        // The sender withdrew this send before we answered: WDONE CANCELLED
+        // was waiting already. Nothing was written; no CTS needed.
+        op->head = cma::ReadResult::CANCELLED;
+        wdone_done(op, op->post_status);
+        ucp_request_free(req);
+        return;
+    }
+    send_ack(src, rts.seq, cma::ACK_CTS, reinterpret_cast<uint64_t>(op->buffer));
+    op->head = cma::read(static_cast<pid_t>(peers_[src].pid), rts, 0, rts.split,
+                         op->buffer, &op->head_err);
+    if (op->head == cma::ReadResult::PEER_GONE) {
+        // No process, no writer: stop waiting (wdone_done reports it).
+        ucp_request_cancel(ctx_->worker(), op->request);
+    }
+}
+
+void Comm::wdone_done(Op *op, ucs_status_t st) {
+    const uint32_t src = op->entry.peer;
+    const cma::Rts &rts = op->rts;
+    if (st != UCS_OK) {  // cancelled: the sender failed or is gone
+        finish(op, P2P_ERR_PEER_FAILURE, 0);
+        return;
+    }
+    const int32_t wdone = op->ack.status;
+    if (wdone == cma::WDONE_CANCELLED) {
+        P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u withdrew tensor %u (its send "
+                "was cancelled)", id_, src, op->entry.tensor_id);
+        finish(op, P2P_ERR_PEER_FAILURE, 0);
+        return;
+    }
+    if (wdone != cma::WDONE_OK && wdone != cma::WDONE_NOT_ALLOWED) {
+        finish(op, P2P_ERR_TRANSPORT, 0);  // the sender gave up already
+        return;
+    }
+    cma::ReadResult r = op->head;
+    int err = op->head_err;
+    if (r == cma::ReadResult::OK && wdone == cma::WDONE_NOT_ALLOWED) {
+        // The sender may not write into this process: read its part too.
+        r = cma::read(static_cast<pid_t>(peers_[src].pid), rts, rts.split,
+                      rts.length - rts.split, op->buffer, &err);
+    }
+    const cma::Rts rts_copy = rts;  // finish() recycles the op
+    conclude_read(op, rts_copy, r, err);
+}
+
+void Comm::send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status) {
+    ucp_ep_h ep = peers_[peer].ep;
+    if (ep == nullptr || peers_[peer].failed) {
+        return;  // the peer is gone or its endpoint closed by force
+    }
+    cma::Ack w;
+    w.status = status;
+    w.seq = seq;
+    w.addr = 0;
+    ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, seq | cma::kWdoneBit,
+                                            KIND_ACK), w);
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: split-copy report to rank %u failed: %s",
+                id_, peer, ucs_status_string(st));
+    }
+}
+
+void Comm::send_ack(uint32_t peer, uint32_t seq, int32_t status, uint64_t addr) {
     ucp_ep_h ep = nullptr;
     if (get_ep(peer, &ep) != P2P_OK) {
         return;  // the peer is gone: nobody waits for the answer
@@ -129,6 +254,7 @@ void Comm::send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status) {
     cma::Ack ack;
     ack.status = status;
     ack.seq = seq;
+    ack.addr = addr;
     ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, seq, KIND_ACK), ack);
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: answer to rank %u's single-copy "
@@ -136,53 +262,114 @@ void Comm::send_ack(uint32_t peer, uint32_t seq, cma::AckStatus status) {
     }
 }
 
-void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
-    op->stage = Op::SEND_RTS;
-    op->seq = cma::next_seq();
-    ucp_request_param_t prm = {};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.cb.recv = ack_cb;
-    prm.user_data = op;
-    op->posting = true;
-    void *req = ucp_tag_recv_nbx(ctx_->worker(), &op->ack, sizeof(op->ack),
-                                 make_tag(id_, it.peer, op->seq, KIND_ACK),
-                                 ~static_cast<ucp_tag_t>(0), &prm);
-    op->posting = false;
+bool Comm::post_ack_recv(Op *op) {
+    void *req = post_ctl_recv(ctx_->worker(), op,
+                              make_tag(id_, op->entry.peer, op->seq, KIND_ACK), ack_cb);
     if (!UCS_PTR_IS_PTR(req)) {
-        complete(op, UCS_PTR_STATUS(req), 0);
-        return;
+        ack_done(op, UCS_PTR_STATUS(req) != UCS_OK ? UCS_PTR_STATUS(req)
+                                                  : UCS_ERR_IO_ERROR);
+        return false;
     }
+    if (op->request == nullptr) link(op);
     op->request = req;
-    link(op);
     if (op->done_in_post) {  // a stale answer with a reused seq: give up
         ack_done(op, UCS_ERR_IO_ERROR);
         ucp_request_free(req);
+        return false;
+    }
+    return true;
+}
+
+void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
+    op->stage = Op::SEND_RTS;
+    op->seq = cma::next_seq();
+    if (!post_ack_recv(op)) {
         return;
     }
+    op->split = (it.length >= split_thresh_ && !peers_[it.peer].cma_write_off)
+                    ? cma::split_offset(it.length) : 0;
     cma::Rts rts;
     rts.magic = cma::kRtsMagic;
     rts.seq = op->seq;
     rts.addr = reinterpret_cast<uint64_t>(it.buffer);
     rts.length = it.length;
+    rts.split = op->split;
     cma::stamp_epoch(&rts, op->seq);
     ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, it.tensor_id, KIND_RTS), rts);
     if (st != UCS_OK) {
         op->rts_status = st;
-        ucp_request_cancel(ctx_->worker(), req);  // ack_done reports st
+        op->split = 0;  // nobody got the request: nobody waits for a WDONE
+        ucp_request_cancel(ctx_->worker(), op->request);  // ack_done reports st
     }
 }
 
+void Comm::on_cts(Op *op, uint64_t remote) {
+    const uint32_t peer = op->entry.peer;
+    int err = 0;
+    cma::WdoneStatus ws = cma::WDONE_OK;
+    switch (cma::write(static_cast<pid_t>(peers_[peer].pid),
+                       static_cast<uint8_t *>(op->buffer) + op->split,
+                       op->length - op->split, remote + op->split, &err)) {
+    case cma::ReadResult::OK:
+    case cma::ReadResult::CANCELLED:
+        break;
+    case cma::ReadResult::NOT_ALLOWED:
+        if (!peers_[peer].cma_write_off) {
+            P2P_LOG(P2P_LOG_INFO, "comm %u: cannot write rank %u's memory (%s); "
+                    "it reads whole messages from this process", id_, peer,
+                    std::strerror(err));
+        }
+        peers_[peer].cma_write_off = true;
+        ws = cma::WDONE_NOT_ALLOWED;
+        break;
+    case cma::ReadResult::PEER_GONE:
+        cma::bump_epoch(op->seq);
+        finish(op, P2P_ERR_PEER_FAILURE, 0);
+        return;
+    case cma::ReadResult::FAILED:
+        P2P_LOG(P2P_LOG_WARN, "comm %u: single-copy write of %llu bytes to rank "
+                "%u failed: %s", id_,
+                static_cast<unsigned long long>(op->length - op->split), peer,
+                std::strerror(err));
+        send_wdone(peer, op->seq, cma::WDONE_ERROR);
+        cma::bump_epoch(op->seq);
+        finish(op, P2P_ERR_TRANSPORT, 0);
+        return;
+    }
+    // Listen for the final answer before the receiver can send it.
+    if (!post_ack_recv(op)) {
+        return;  // finished; ack_done told the receiver (WDONE CANCELLED)
+    }
+    op->stage = Op::SEND_SPLIT;
+    send_wdone(peer, op->seq, ws);
+}
+
 void Comm::ack_done(Op *op, ucs_status_t st) {
+    const uint32_t peer = op->entry.peer;
     if (st != UCS_OK) {
         // Cancelled (shutdown, peer failure) or the request failed: the
-        // peer must not deliver this buffer from now on.
+        // peer must not deliver this buffer from now on, and a receiver
+        // waiting for our part of a split copy must stop waiting.
         cma::bump_epoch(op->seq);
+        if (op->split != 0 && op->stage == Op::SEND_RTS) {
+            send_wdone(peer, op->seq, cma::WDONE_CANCELLED);
+        }
         complete(op, op->rts_status != UCS_OK ? op->rts_status : st, 0);
         return;
     }
-    const uint32_t peer = op->entry.peer;
-    switch (op->ack.status) {
+    const cma::Ack ack = op->ack;  // a repost reuses op->ack
+    if (ack.status == cma::ACK_CTS) {
+        if (op->split == 0 || op->stage != Op::SEND_RTS) {
+            P2P_LOG(P2P_LOG_ERROR, "comm %u: unexpected split-copy answer from "
+                    "rank %u", id_, peer);
+            cma::bump_epoch(op->seq);
+            finish(op, P2P_ERR_TRANSPORT, 0);
+            return;
+        }
+        on_cts(op, ack.addr);
+        return;
+    }
+    switch (ack.status) {
     case cma::ACK_OK:
         complete(op, UCS_OK, op->length);
         return;
@@ -199,6 +386,7 @@ void Comm::ack_done(Op *op, ucs_status_t st) {
         repost_push(op);
         return;
     default:
+        cma::bump_epoch(op->seq);
         finish(op, P2P_ERR_TRANSPORT, 0);
         return;
     }

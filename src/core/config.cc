@@ -100,6 +100,11 @@ const ConfigVar kTable[] = {
     {"P2P_CMA_THRESH", "16384",
      "Smallest message, in bytes, sent by single copy when P2P_CMA applies; "
      "smaller ones go through UCX eagerly."},
+    {"P2P_CMA_SPLIT", "65536",
+     "Smallest single-copy message whose copy is split between the two "
+     "ranks: the receiver reads the first half while the sender writes the "
+     "second (process_vm_writev), so two cores copy; 0: the receiver copies "
+     "everything."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

@@ -14,6 +14,7 @@
  *   shutdown              p2p_comm_shutdown cancels pending operations
  *   cma-fallback          same-host single copy refused by the kernel
  *   cma-withdraw          single-copy sends cancelled before the receive
+ *   cma-split-wait        receiver shutdown waits for the sender's half
  *   depart [linger_s]     rank 0 leaves first, the others linger
  */
 #include "mp_common.h"
@@ -145,7 +146,8 @@ int main(int argc, char **argv) {
         {"truncate", mp::run_truncate}, {"threads", mp::run_threads},
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
-        {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart}};
+        {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
+        {"cma-split-wait", mp::run_cma_split_wait}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

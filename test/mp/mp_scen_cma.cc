@@ -3,12 +3,20 @@
  *   cma-fallback  rank 0 makes itself unreadable (not dumpable; both ranks
  *       drop CAP_SYS_PTRACE), so rank 1's reads of rank 0 fail with EPERM and
  *       rank 0 must push its payloads through UCX instead; rank 1 -> 0 still
- *       reads directly. Every byte is verified both ways, twice (the second
- *       round runs after the sender has stopped trying single copy).
+ *       reads directly -- but rank 1 may not write rank 0's memory either,
+ *       so its split copies (core/cma.h) fall back to rank 0 reading the
+ *       whole message. Every byte is verified both ways, twice (the second
+ *       round runs after both have stopped trying what failed).
  *   cma-withdraw  rank 0 posts large sends nobody receives yet, shuts its
  *       communicator down (the sends complete P2P_ERR_CANCELED) and
  *       overwrites the buffers; rank 1 posts its receives only then: they
  *       must fail (P2P_ERR_PEER_FAILURE), never deliver the new bytes as OK.
+ *   cma-split-wait  rank 0 posts a split-copy send and stops itself
+ *       (SIGSTOP) before it can write its half; rank 1, whose receive has
+ *       answered the request, shuts its communicator down: the shutdown
+ *       must neither return nor complete the receive while rank 0 may still
+ *       write into the buffer. After SIGCONT the receive completes with
+ *       every byte right and the shutdown returns.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -18,6 +26,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -85,6 +96,19 @@ void withdrawn_check(const Xfer &x, const p2p_completion_t &c) {
              static_cast<unsigned long long>(c.bytes));
 }
 
+/** State letter of /proc/PID/stat ('T': stopped), or '?' */
+char proc_state(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+    FILE *f = std::fopen(path, "r");
+    if (f == nullptr) return '?';
+    char buf[512] = {0};
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    const char *paren = std::strrchr(buf, ')');
+    return (n > 0 && paren != nullptr && paren[1] == ' ') ? paren[2] : '?';
+}
+
 } // namespace
 
 void run_cma_fallback(int, char **) {
@@ -144,6 +168,71 @@ void run_cma_withdraw(int, char **) {
     }
     buf.release();
     say("cma-withdraw ok");
+    r.finish();
+}
+
+void run_cma_split_wait(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-split-wait");
+    MP_CHECK(r.size() == 2, "cma-split-wait needs 2 ranks");
+    const size_t kLen = size_t(4) << 20;  // above P2P_CMA_SPLIT
+    RegBuf big(r.ctx(), kLen, r.rank() == 0 ? 0 : 0xEE);
+    RegBuf small(r.ctx(), 16, 0);
+    const std::vector<Xfer> pid_msg = {{r.rank() == 0, 1 - r.rank(), 1, 8, 0}};
+    const std::vector<Xfer> go_msg = {{r.rank() == 1, 1 - r.rank(), 3, 8, 8}};
+    const std::vector<Xfer> payload = {{r.rank() == 0, 1 - r.rank(), 2, kLen, 0}};
+    if (r.rank() == 0) {
+        fill_pattern(big.data(), kLen, 0, 1, 2);
+        uint64_t pid = static_cast<uint64_t>(getpid());
+        std::memcpy(small.data(), &pid, sizeof(pid));
+        MP_OK(p2p_comm_send(r.comm(), 1, 1, small.data(), 8, small.mem(), ctx_of(0)));
+        collect(r.comm(), pid_msg, 30);
+        MP_OK(p2p_comm_recv(r.comm(), 1, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
+        collect(r.comm(), go_msg, 30);
+        MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
+        std::raise(SIGSTOP);  // rank 1 lets us go on
+        collect(r.comm(), payload, 30);
+    } else {
+        MP_OK(p2p_comm_recv(r.comm(), 0, 2, big.data(), kLen, big.mem(), ctx_of(0)));
+        MP_OK(p2p_comm_recv(r.comm(), 0, 1, small.data(), 8, small.mem(), ctx_of(0)));
+        collect(r.comm(), pid_msg, 30);
+        uint64_t pid64 = 0;
+        std::memcpy(&pid64, small.data(), sizeof(pid64));
+        const pid_t pid = static_cast<pid_t>(pid64);
+        MP_OK(p2p_comm_send(r.comm(), 0, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
+        collect(r.comm(), go_msg, 30);
+        Clock::time_point t0 = Clock::now();
+        while (proc_state(pid) != 'T') {
+            MP_CHECK(seconds_since(t0) < 20, "rank 0 (pid %d) never stopped",
+                     static_cast<int>(pid));
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        // The request was sent before the stop: let it be answered.
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 200).empty(),
+                 "the receive completed although the sender is stopped");
+        std::atomic<bool> returned{false};
+        p2p_status_t shut_st = P2P_ERR_TIMEOUT;  // until the thread sets it
+        std::thread shut([&] {
+            shut_st = p2p_comm_shutdown(r.comm());
+            returned = true;
+        });
+        std::vector<p2p_completion_t> early = pop(r.comm(), P2P_QUEUE_RECV, 300);
+        bool early_return = returned.load();
+        kill(pid, SIGCONT);
+        shut.join();
+        MP_CHECK(early.empty(), "shutdown completed the receive (status %d) while "
+                 "the sender could still write into its buffer",
+                 early.empty() ? 0 : static_cast<int>(early[0].status));
+        MP_CHECK(!early_return, "shutdown returned while the sender could still "
+                 "write into a receive buffer");
+        MP_OK(shut_st);
+        collect(r.comm(), payload, 30);
+        check_pattern(big.data(), kLen, 0, 1, 2, "split payload");
+    }
+    r.barrier();
+    big.release();
+    small.release();
+    say("cma-split-wait ok");
     r.finish();
 }
 

@@ -202,14 +202,19 @@ TEST_P(MpTest, SingleCopyFallback2Ranks) {
     EXPECT_EQ(0, st) << out;
     EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
     // Rank 1 cannot read rank 0 and says so once; rank 0 switches to pushing.
+    // Rank 1 cannot write rank 0 either (split copies): it says so once and
+    // rank 0 reads those messages whole.
     const size_t refused = count(out, "cannot read rank 0's memory");
     const size_t switched = count(out, "rank 1 cannot read this process");
+    const size_t unwritable = count(out, "cannot write rank 0's memory");
     if (single_copy(GetParam())) {
         EXPECT_EQ(1u, refused) << out;
         EXPECT_EQ(1u, switched) << out;
+        EXPECT_EQ(1u, unwritable) << out;
         EXPECT_EQ(0u, count(out, "cannot read rank 1's memory")) << out;
+        EXPECT_EQ(0u, count(out, "cannot write rank 1's memory")) << out;
     } else {
-        EXPECT_EQ(0u, refused + switched) << out;
+        EXPECT_EQ(0u, refused + switched + unwritable) << out;
     }
 }
 
@@ -220,6 +225,29 @@ TEST_P(MpTest, SingleCopyWithdrawnSends2Ranks) {
     RunSpec s;
     s.args = {"cma-withdraw"};
     expect_pass(s, "cma-withdraw ok");
+}
+
+TEST_P(MpTest, SingleCopyFallbackWithoutSplit2Ranks) {
+    RunSpec s;
+    s.args = {"cma-fallback"};
+    s.env = {"P2P_LOG_LEVEL=info", "P2P_CMA_SPLIT=0"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    // The receiver reads whole messages: nobody tries to write.
+    EXPECT_EQ(0u, count(out, "cannot write rank")) << out;
+    EXPECT_EQ(single_copy(GetParam()) ? 1u : 0u,
+              count(out, "cannot read rank 0's memory")) << out;
+}
+
+TEST_P(MpTest, SingleCopySplitReceiverShutdownWaits2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-split-wait"};
+    expect_pass(s, "cma-split-wait ok");
 }
 
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
