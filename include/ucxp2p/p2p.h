@@ -42,7 +42,9 @@
  *   buffer while the receiver reads the first (two cores copy); such a
  *   receive, once answered, completes only when the sender has reported its
  *   half or is gone -- p2p_comm_shutdown waits for it rather than hand the
- *   buffer back while the sender may still write into it.
+ *   buffer back while the sender may still write into it. A sender's buffer
+ *   from p2p_mem_alloc (ucxp2p/p2p_mem.h) is instead mapped by the receiver
+ *   once and copied with memcpy, without a system call per message.
  */
 #ifndef UCXP2P_P2P_H
 #define UCXP2P_P2P_H

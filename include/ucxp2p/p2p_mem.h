@@ -4,7 +4,10 @@
  * Buffers for transfers should live on the NUMA node nearest the NIC(s) the
  * rank sends through. p2p_mem_alloc maps anonymous memory bound (mbind
  * MPOL_BIND) to one NUMA node and registers it with the context, so it can
- * be used with p2p_comm_send / p2p_comm_recv right away.
+ * be used with p2p_comm_send / p2p_comm_recv right away. The memory is a
+ * shared mapping of a memfd: a receiver on the same host maps a sender's
+ * allocation once and copies from it with memcpy, instead of a
+ * process_vm_readv system call (which pins the pages) per message.
  */
 #ifndef UCXP2P_P2P_MEM_H
 #define UCXP2P_P2P_MEM_H

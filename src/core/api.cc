@@ -11,6 +11,7 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <cerrno>
 #include <cstring>
 #include <new>
 
@@ -153,7 +154,63 @@ bool valid_queue(const p2p_queue_t &q) {
     return v == P2P_QUEUE_SEND || v == P2P_QUEUE_RECV;
 }
 
-} // namespace
+/** Register [address, address + length) with ce's context; shm_fd/shm_ino
+ *  name its memfd when same-host peers may map it (-1: not shareable). */
+p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
+                          size_t length, int shm_fd, uint64_t shm_ino,
+                          p2p_mem_h *mem_p) {
+    ucp_mem_map_params_t mp = {};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = address;
+    mp.length = length;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t st;
+    {
+        std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
+        st = ucp_mem_map(ce->ctx->ucp(), &mp, &memh);
+    }
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "mem: ucp_mem_map of %zu bytes at %p failed: %s",
+                length, address, ucs_status_string(st));
+        return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
+    }
+    auto e = std::make_unique<MemEntry>();
+    e->ctx = ce->ctx;
+    e->mem.ctx = ce->ctx.get();
+    e->mem.ctx_id = ce->id;
+    e->mem.base = reinterpret_cast<uintptr_t>(address);
+    e->mem.length = length;
+    e->mem.memh = memh;
+    e->mem.shm_fd = shm_fd;
+    e->mem.shm_ino = shm_ino;
+    uint64_t id = g_mems.add(std::move(e));
+    if (id == 0) {
+        std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
+        ucp_mem_unmap(ce->ctx->ucp(), memh);
+        return P2P_ERR_NO_MEMORY;
+    }
+    *mem_p = handle_from_id<p2p_mem_h>(id);
+    return P2P_OK;
+}
+
+}  // namespace
+
+
+/** Validate and register; see p2p_mem_register. */
+p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t length,
+                          int shm_fd, uint64_t shm_ino, p2p_mem_h *mem_p) {
+    return guarded("mem", [&]() -> p2p_status_t {
+        Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
+        if (!ce) return P2P_ERR_INVALID_HANDLE;
+        if (address == nullptr || length == 0 || mem_p == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
+            return P2P_ERR_INVALID_PARAM;  // wraps around the address space
+        }
+        return register_mem(ce, address, length, shm_fd, shm_ino, mem_p);
+    });
+}
 
 extern "C" {
 
@@ -321,46 +378,7 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
 
 p2p_status_t p2p_mem_register(p2p_context_h context, void *address, size_t length,
                               p2p_mem_h *mem_p) {
-    return guarded("mem", [&]() -> p2p_status_t {
-        Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
-        if (!ce) return P2P_ERR_INVALID_HANDLE;
-        if (address == nullptr || length == 0 || mem_p == nullptr) {
-            return P2P_ERR_INVALID_PARAM;
-        }
-        if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
-            return P2P_ERR_INVALID_PARAM;  // wraps around the address space
-        }
-        ucp_mem_map_params_t mp = {};
-        mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-        mp.address = address;
-        mp.length = length;
-        ucp_mem_h memh = nullptr;
-        ucs_status_t st;
-        {
-            std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
-            st = ucp_mem_map(ce->ctx->ucp(), &mp, &memh);
-        }
-        if (st != UCS_OK) {
-            P2P_LOG(P2P_LOG_ERROR, "mem: ucp_mem_map of %zu bytes at %p failed: %s",
-                    length, address, ucs_status_string(st));
-            return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
-        }
-        auto e = std::make_unique<MemEntry>();
-        e->ctx = ce->ctx;
-        e->mem.ctx = ce->ctx.get();
-        e->mem.ctx_id = ce->id;
-        e->mem.base = reinterpret_cast<uintptr_t>(address);
-        e->mem.length = length;
-        e->mem.memh = memh;
-        uint64_t id = g_mems.add(std::move(e));
-        if (id == 0) {
-            std::lock_guard<std::mutex> lock(ce->ctx->worker_mu());
-            ucp_mem_unmap(ce->ctx->ucp(), memh);
-            return P2P_ERR_NO_MEMORY;
-        }
-        *mem_p = handle_from_id<p2p_mem_h>(id);
-        return P2P_OK;
-    });
+    return mem_register(context, address, length, -1, 0, mem_p);
 }
 
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {

@@ -1,6 +1,7 @@
 #include "core/cma.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/shm_region.h"
 
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 
 namespace ucxp2p {
@@ -20,13 +22,37 @@ namespace cma {
 
 namespace {
 
-constexpr size_t kEpochSlots = 4096;
-std::atomic<uint64_t> g_epoch[kEpochSlots];
-// Peers read a slot as 8 plain bytes with process_vm_readv.
+// Peers read a slot as 8 plain bytes (process_vm_readv or a mapping).
 static_assert(sizeof(std::atomic<uint64_t>) == 8 &&
               std::atomic<uint64_t>::is_always_lock_free,
               "epoch slots must be plain 64-bit words");
 std::atomic<uint32_t> g_seq{0};
+
+struct EpochTable {
+    std::atomic<uint64_t> *slots;
+    int fd = -1;
+    uint64_t ino = 0;
+};
+
+/** In a memfd (peers map it), else in plain memory; never freed. */
+const EpochTable &epoch_table() {
+    static const EpochTable table = [] {
+        EpochTable t;
+        auto *region = new shm::Region();  // process lifetime
+        if (region->create(kEpochTableBytes, "ucxp2p-epochs")) {
+            t.slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots]();
+            t.fd = region->fd();
+            t.ino = region->ino();
+        } else {
+            P2P_LOG(P2P_LOG_DEBUG, "cma: no memfd for the epoch table (%s)",
+                    std::strerror(errno));
+            delete region;
+            t.slots = new std::atomic<uint64_t>[kEpochSlots]();
+        }
+        return t;
+    }();
+    return table;
+}
 
 bool read_boot_id(uint8_t out[16]) {
     FILE *f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -74,6 +100,7 @@ Identity compute_identity() {
     Identity id;
     std::memset(&id, 0, sizeof(id));
     id.pid = static_cast<uint32_t>(getpid());
+    id.epoch_fd = -1;
     std::string mode = config_get("P2P_CMA");
     if (mode == "off") {
         P2P_LOG(P2P_LOG_DEBUG, "cma: disabled by P2P_CMA=off");
@@ -106,6 +133,8 @@ Identity compute_identity() {
         return id;
     }
     id.enabled = 1;
+    id.epoch_fd = epoch_table().fd;
+    id.epoch_ino = epoch_table().ino;
     return id;
 }
 
@@ -159,13 +188,13 @@ uint32_t next_seq() {
 }
 
 void stamp_epoch(Rts *rts, uint32_t seq) {
-    std::atomic<uint64_t> &slot = g_epoch[seq % kEpochSlots];
+    std::atomic<uint64_t> &slot = epoch_table().slots[seq % kEpochSlots];
     rts->epoch_addr = reinterpret_cast<uint64_t>(&slot);
     rts->epoch = slot.load(std::memory_order_seq_cst);
 }
 
 void bump_epoch(uint32_t seq) {
-    g_epoch[seq % kEpochSlots].fetch_add(1, std::memory_order_seq_cst);
+    epoch_table().slots[seq % kEpochSlots].fetch_add(1, std::memory_order_seq_cst);
 }
 
 namespace {
@@ -177,6 +206,17 @@ ReadResult classify(int e, int *err) {
 }
 
 }  // namespace
+
+ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
+                       const uint8_t *epoch_table, uint32_t seq, uint64_t epoch) {
+    std::memcpy(dst, src, static_cast<size_t>(len));
+    // Seqlock reader: the copy's loads happen before the epoch load.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    const uint64_t *slot = reinterpret_cast<const uint64_t *>(epoch_table) +
+                           seq % kEpochSlots;
+    uint64_t now = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    return now == epoch ? ReadResult::OK : ReadResult::CANCELLED;
+}
 
 ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,
                  int *err) {

@@ -68,6 +68,9 @@ struct Identity {
     uint64_t pid_ns;      // inode of /proc/self/ns/pid
     uint32_t pid;
     uint32_t enabled;     // 1: this rank can and may use single copy
+    int32_t epoch_fd;     // memfd holding the epoch table (-1: none)
+    uint32_t reserved;
+    uint64_t epoch_ino;   // its inode
 };
 
 /** This process' identity; enabled reflects P2P_CMA, UCX_TLS and a
@@ -96,6 +99,13 @@ struct Rts {
     uint64_t epoch_addr;
     uint64_t epoch;
     uint64_t split;       // 0: the receiver reads it all; else see above
+    // The buffer lies in a region from p2p_mem_alloc (core/shm_region.h):
+    // the sender's fd of its memfd (-1: none), inode, offset, length.
+    int32_t region_fd;
+    uint32_t reserved;
+    uint64_t region_ino;
+    uint64_t region_off;
+    uint64_t region_len;
 };
 constexpr uint32_t kRtsMagic = 0x43524453;  // "SDRC"
 
@@ -115,6 +125,10 @@ constexpr uint32_t kWdoneBit = 0x80000000u;
 /** A fresh sequence number, unique in this process (31 bits, never 0). */
 uint32_t next_seq();
 
+/** The epoch table: kEpochSlots 64-bit words, in a memfd when possible. */
+constexpr size_t kEpochSlots = 4096;
+constexpr size_t kEpochTableBytes = kEpochSlots * sizeof(uint64_t);
+
 /** Fill the epoch fields of an RTS for send seq. */
 void stamp_epoch(Rts *rts, uint32_t seq);
 
@@ -133,6 +147,11 @@ enum class ReadResult {
  *  dst + off, then the sender's epoch. */
 ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
                 void *dst, int *err);
+
+/** Copy len bytes from src (a mapping of the sender's region) to dst, then
+ *  check the sender's epoch word for seq in its mapped table. */
+ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
+                       const uint8_t *epoch_table, uint32_t seq, uint64_t epoch);
 
 /** Write len bytes from src to remote in pid (the sender's part of a split
  *  message). CANCELLED is never returned. */

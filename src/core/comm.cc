@@ -167,6 +167,8 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->peers_[r].ref.rank = r;
         c->peers_[r].cma = cma::peer_eligible(hosts[c->rank_], hosts[r]);
         c->peers_[r].pid = hosts[r].pid;
+        c->peers_[r].epoch_fd = hosts[r].epoch_fd;
+        c->peers_[r].epoch_ino = hosts[r].epoch_ino;
         ncma += c->peers_[r].cma ? 1 : 0;
     }
     c->cma_thresh_ = cma::threshold();

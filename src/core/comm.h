@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/mem.h"
+#include "core/shm_region.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -162,7 +163,11 @@ private:
         bool cma_refused = false;  // we could not read the peer once
         bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye: its endpoint closing is no failure
+        bool map_refused = false;  // its regions cannot be mapped here
         uint32_t pid = 0;
+        int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
+        uint64_t epoch_ino = 0;
+        shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
     };
 
     Comm() = default;
@@ -179,6 +184,11 @@ private:
     void post_rts(Op *op, const PostItem &it, ucp_ep_h ep);
     void on_rts(Op *op, const cma::Rts &rts);
     void on_split_rts(Op *op, const cma::Rts &rts);
+    /** Read [off, off + len) of a single-copy sender's buffer into dst + off:
+     *  a memcpy from its mapped region when it has one, else
+     *  process_vm_readv. */
+    cma::ReadResult read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
+                              uint64_t len, void *dst, int *err);
     /** Answer the sender and complete the receive after reading it. */
     void conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err);
     void on_cts(Op *op, uint64_t remote);

@@ -7,6 +7,7 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 namespace ucxp2p {
@@ -114,9 +115,45 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
         return;
     }
     int err = 0;
-    cma::ReadResult r = cma::read(static_cast<pid_t>(peers_[src].pid), rts, 0,
-                                  rts.length, op->buffer, &err);
+    cma::ReadResult r = read_from(src, rts, 0, rts.length, op->buffer, &err);
     conclude_read(op, rts, r, err);
+}
+
+cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
+                                uint64_t len, void *dst, int *err) {
+    Peer &p = peers_[src];
+    const pid_t pid = static_cast<pid_t>(p.pid);
+    if (rts.region_fd >= 0 && p.epoch_fd >= 0 && !p.map_refused &&
+        rts.region_off <= rts.region_len &&
+        rts.length <= rts.region_len - rts.region_off) {
+        const uint8_t *epochs = p.maps.get(pid, p.epoch_fd, p.epoch_ino,
+                                           cma::kEpochTableBytes);
+        bool fresh = false;
+        const uint8_t *base = epochs == nullptr ? nullptr
+            : p.maps.get(pid, rts.region_fd, rts.region_ino, rts.region_len, &fresh);
+        if (fresh) {
+            P2P_LOG(P2P_LOG_INFO, "comm %u: mapped a %llu-byte region of rank %u "
+                    "(%zu mapped)", id_, static_cast<unsigned long long>(rts.region_len),
+                    src, p.maps.size());
+        }
+        if (base != nullptr) {
+            *err = 0;
+            return cma::copy_mapped(base + rts.region_off + off, len,
+                                    static_cast<uint8_t *>(dst) + off, epochs,
+                                    rts.seq, rts.epoch);
+        }
+        const int e = errno;
+        if (e == EACCES || e == EPERM || e == ENOENT || e == ENOSYS) {
+            P2P_LOG(P2P_LOG_INFO, "comm %u: cannot map rank %u's memory (%s); "
+                    "reading it with process_vm_readv", id_, src, std::strerror(e));
+            p.map_refused = true;
+        } else {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: mapping rank %u's region failed "
+                    "(%s); reading it with process_vm_readv", id_, src,
+                    std::strerror(e));
+        }
+    }
+    return cma::read(pid, rts, off, len, dst, err);
 }
 
 void Comm::conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err) {
@@ -192,8 +229,7 @@ void Comm::on_split_rts(Op *op, const cma::Rts &rts) {
         return;
     }
     send_ack(src, rts.seq, cma::ACK_CTS, reinterpret_cast<uint64_t>(op->buffer));
-    op->head = cma::read(static_cast<pid_t>(peers_[src].pid), rts, 0, rts.split,
-                         op->buffer, &op->head_err);
+    op->head = read_from(src, rts, 0, rts.split, op->buffer, &op->head_err);
     if (op->head == cma::ReadResult::PEER_GONE) {
         // No process, no writer: stop waiting (wdone_done reports it).
         ucp_request_cancel(ctx_->worker(), op->request);
@@ -222,8 +258,7 @@ void Comm::wdone_done(Op *op, ucs_status_t st) {
     int err = op->head_err;
     if (r == cma::ReadResult::OK && wdone == cma::WDONE_NOT_ALLOWED) {
         // The sender may not write into this process: read its part too.
-        r = cma::read(static_cast<pid_t>(peers_[src].pid), rts, rts.split,
-                      rts.length - rts.split, op->buffer, &err);
+        r = read_from(src, rts, rts.split, rts.length - rts.split, op->buffer, &err);
     }
     const cma::Rts rts_copy = rts;  // finish() recycles the op
     conclude_read(op, rts_copy, r, err);
@@ -286,7 +321,10 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     if (!post_ack_recv(op)) {
         return;
     }
-    op->split = (it.length >= split_thresh_ && !peers_[it.peer].cma_write_off)
+    // A shareable buffer is copied with memcpy through the receiver's
+    // mapping, faster than either side's system call: no split then.
+    op->split = (it.length >= split_thresh_ && !peers_[it.peer].cma_write_off &&
+                 op->mem->shm_fd < 0)
                     ? cma::split_offset(it.length) : 0;
     cma::Rts rts;
     rts.magic = cma::kRtsMagic;
@@ -294,6 +332,11 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     rts.addr = reinterpret_cast<uint64_t>(it.buffer);
     rts.length = it.length;
     rts.split = op->split;
+    rts.region_fd = op->mem->shm_fd;
+    rts.reserved = 0;
+    rts.region_ino = op->mem->shm_ino;
+    rts.region_off = reinterpret_cast<uintptr_t>(it.buffer) - op->mem->base;
+    rts.region_len = op->mem->length;
     cma::stamp_epoch(&rts, op->seq);
     ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, it.tensor_id, KIND_RTS), rts);
     if (st != UCS_OK) {

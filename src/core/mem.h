@@ -12,6 +12,7 @@
 #define UCXP2P_CORE_MEM_H
 
 #include <ucp/api/ucp.h>
+#include <ucxp2p/p2p.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,9 @@ struct Mem {
     uintptr_t base = 0;
     size_t length = 0;
     ucp_mem_h memh = nullptr;
+    // From p2p_mem_alloc: the memfd same-host peers may map (-1: none).
+    int shm_fd = -1;
+    uint64_t shm_ino = 0;
     int64_t inflight = 0;   // worker lock held
     bool dead = false;      // worker lock held
 
@@ -47,6 +51,12 @@ struct Mem {
     /** Worker lock held. */
     void release() { --inflight; }
 };
+
+/** p2p_mem_register with the memfd (shm_fd, its inode shm_ino) that holds
+ *  the range, so same-host peers may map it (core/shm_region.h); -1: none.
+ *  The fd must stay open until the registration is released. */
+p2p_status_t mem_register(p2p_context_h context, void *address, size_t length,
+                          int shm_fd, uint64_t shm_ino, p2p_mem_h *mem_p);
 
 } // namespace ucxp2p
 

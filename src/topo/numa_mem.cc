@@ -1,12 +1,15 @@
 /*
  * p2p_mem_alloc / p2p_mem_free / p2p_mem_numa_node (include/ucxp2p/p2p_mem.h):
- * anonymous mappings bound to a NUMA node with mbind, registered through
- * the public p2p_mem_register. The mappings we made are remembered
- * (address -> length, registration) so p2p_mem_free can check its input.
+ * shared mappings of a memfd bound to a NUMA node with mbind, registered
+ * with the memfd named (core/mem.h) so same-host receivers may map it once
+ * and copy with memcpy (core/shm_region.h); anonymous memory when no memfd
+ * can be made. The mappings we made are remembered (address -> length,
+ * registration, fd) so p2p_mem_free can check its input.
  */
 #include <ucxp2p/p2p_mem.h>
 
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/rails.h"
 
 #include <cerrno>
@@ -28,7 +31,35 @@ constexpr size_t kSamplePages = 64;
 struct Mapping {
     size_t length;
     p2p_mem_h mem;
+    int fd;  // the memfd, or -1
 };
+
+/** Map len bytes: a memfd shared mapping (fd, inode set) or, failing that,
+ *  anonymous memory (fd -1). MAP_FAILED on failure. */
+void *map_memory(size_t len, int *fd_p, uint64_t *ino_p) {
+    *fd_p = -1;
+    *ino_p = 0;
+    int fd = memfd_create("ucxp2p", MFD_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(len)) == 0 && fstat(fd, &sb) == 0) {
+        void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            *fd_p = fd;
+            *ino_p = static_cast<uint64_t>(sb.st_ino);
+            return p;
+        }
+    }
+    if (fd >= 0) close(fd);
+    P2P_LOG(P2P_LOG_DEBUG, "mem alloc: no shareable memory (%s); anonymous "
+            "memory instead", std::strerror(errno));
+    return mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                -1, 0);
+}
+
+void unmap_memory(void *p, size_t len, int fd) {
+    munmap(p, len);
+    if (fd >= 0) close(fd);
+}
 
 std::mutex &maps_mu() {
     static std::mutex *m = new std::mutex();
@@ -76,8 +107,9 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
     }
     size_t len = (length + page - 1) / page * page;
     int node = numa_node >= 0 ? numa_node : ucxp2p::rails_numa();
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    int fd = -1;
+    uint64_t ino = 0;
+    void *p = map_memory(len, &fd, &ino);
     if (p == MAP_FAILED) {
         P2P_LOG(P2P_LOG_ERROR, "mem alloc: mmap of %zu bytes failed: %s", len,
                 std::strerror(errno));
@@ -86,21 +118,21 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
     if (node >= 0) {
         int err = bind_to_node(p, len, node);
         if (err != 0) {
-            munmap(p, len);
+            unmap_memory(p, len, fd);
             P2P_LOG(P2P_LOG_ERROR, "mem alloc: mbind to numa node %d failed: %s",
                     node, std::strerror(err));
             return P2P_ERR_UNSUPPORTED;
         }
     }
     p2p_mem_h mem = nullptr;
-    p2p_status_t st = p2p_mem_register(context, p, len, &mem);
+    p2p_status_t st = ucxp2p::mem_register(context, p, len, fd, ino, &mem);
     if (st != P2P_OK) {
-        munmap(p, len);
+        unmap_memory(p, len, fd);
         return st;
     }
     {
         std::lock_guard<std::mutex> lock(maps_mu());
-        maps()[reinterpret_cast<uintptr_t>(p)] = Mapping{len, mem};
+        maps()[reinterpret_cast<uintptr_t>(p)] = Mapping{len, mem, fd};
     }
     P2P_LOG(P2P_LOG_DEBUG, "mem alloc: %zu bytes at %p on numa %d", len, p, node);
     *address_p = p;
@@ -122,7 +154,7 @@ p2p_status_t mem_free(void *address, p2p_mem_h mem) {
     }
     // INVALID_HANDLE: the user deregistered it already (or the context is
     // gone); the mapping is still ours to release.
-    munmap(address, it->second.length);
+    unmap_memory(address, it->second.length, it->second.fd);
     maps().erase(it);
     return P2P_OK;
 }

@@ -1,5 +1,7 @@
 #include "mp_common.h"
 
+#include <ucxp2p/p2p_mem.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -128,6 +130,14 @@ void Rank::finish() {
 RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill) : size_(bytes) {
     size_t alloc = (std::max<size_t>(bytes, 1) + 4095) & ~size_t(4095);
     void *p = nullptr;
+    const char *how = std::getenv("MP_ALLOC");
+    if (how != nullptr && std::strcmp(how, "lib") == 0) {
+        MP_OK(p2p_mem_alloc(ctx, alloc, -1, &p, &mem_));
+        lib_mem_ = mem_;
+        data_ = static_cast<uint8_t *>(p);
+        std::memset(data_, fill, alloc);
+        return;
+    }
     MP_CHECK(posix_memalign(&p, 4096, alloc) == 0, "out of memory (%zu B)",
              alloc);
     data_ = static_cast<uint8_t *>(p);
@@ -136,6 +146,10 @@ RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill) : size_(bytes) {
 }
 
 RegBuf::~RegBuf() {
+    if (lib_mem_ != nullptr) {
+        p2p_mem_free(data_, lib_mem_);  // deregisters unless release() did
+        return;
+    }
     if (mem_ != nullptr) {
         p2p_mem_deregister(mem_);
     }

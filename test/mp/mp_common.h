@@ -92,7 +92,8 @@ private:
     p2p_comm_info_t info_{};
 };
 
-/** Page-aligned heap buffer registered with a context (RAII). */
+/** Page-aligned heap buffer registered with a context (RAII); with
+ *  MP_ALLOC=lib in the environment, memory from p2p_mem_alloc instead. */
 class RegBuf {
 public:
     RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill);
@@ -110,6 +111,7 @@ private:
     uint8_t *data_ = nullptr;
     size_t size_ = 0;
     p2p_mem_h mem_ = nullptr;
+    p2p_mem_h lib_mem_ = nullptr;  // p2p_mem_alloc's registration
 };
 
 /** One expected transfer of a planned exchange. */

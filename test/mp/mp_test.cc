@@ -241,6 +241,64 @@ TEST_P(MpTest, SingleCopyFallbackWithoutSplit2Ranks) {
               count(out, "cannot read rank 0's memory")) << out;
 }
 
+// Buffers from p2p_mem_alloc (MP_ALLOC=lib): same-host receivers map the
+// sender's memfd once and memcpy from it (core/shm_region.h).
+TEST_P(MpTest, SingleCopyMappedAlltoall3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"alltoall"};
+    s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(3u, count(out, "alltoall ok")) << out;
+    const size_t mapped = count(out, "-byte region of rank");
+    if (single_copy(GetParam())) {
+        EXPECT_GE(mapped, 6u) << "every rank maps its two peers' regions\n" << out;
+    } else {
+        EXPECT_EQ(0u, mapped) << out;
+    }
+    EXPECT_EQ(0u, count(out, "cannot map")) << out;
+}
+
+TEST_P(MpTest, SingleCopyMappedFallback2Ranks) {
+    RunSpec s;
+    s.args = {"cma-fallback"};
+    s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    if (single_copy(GetParam())) {
+        // Rank 1 may neither map nor read rank 0: rank 0 pushes through UCX.
+        EXPECT_EQ(1u, count(out, "cannot map rank 0's memory")) << out;
+        EXPECT_EQ(1u, count(out, "cannot read rank 0's memory")) << out;
+        EXPECT_EQ(1u, count(out, "rank 1 cannot read this process")) << out;
+        // Rank 0 maps rank 1's buffers; shareable buffers are never split.
+        EXPECT_EQ(0u, count(out, "cannot map rank 1's memory")) << out;
+        EXPECT_EQ(0u, count(out, "cannot write rank")) << out;
+        EXPECT_GE(count(out, "-byte region of rank 1"), 1u) << out;
+    } else {
+        EXPECT_EQ(0u, count(out, "cannot ")) << out;
+    }
+}
+
+TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-withdraw"};
+    s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(0, st) << out;
+    EXPECT_EQ(2u, count(out, "cma-withdraw ok")) << out;
+    // The receives read the reused buffers through the mapping and found
+    // the sender's epoch moved.
+    EXPECT_GE(count(out, "-byte region of rank 0"), 1u) << out;
+}
+
 TEST_P(MpTest, SingleCopySplitReceiverShutdownWaits2Ranks) {
     if (!single_copy(GetParam())) {
         GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";

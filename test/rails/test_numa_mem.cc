@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <unistd.h>
 
@@ -42,6 +43,36 @@ TEST_F(NumaMem, NodeZeroIsWritableAndPlaced) {
     for (size_t i = 0; i < len; i += 997) ASSERT_EQ(static_cast<unsigned char>(i * 7), b[i]);
     EXPECT_EQ(0, p2p_mem_numa_node(p, len));
     EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+}
+
+/** How many of this process' fds are memfds named like ucxp2p's. */
+size_t ucxp2p_memfds() {
+    size_t n = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+        char path[64], target[256];
+        std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        ssize_t len = readlink(path, target, sizeof(target) - 1);
+        if (len <= 0) continue;
+        target[len] = '\0';
+        if (std::strncmp(target, "/memfd:ucxp2p ", 14) == 0) ++n;
+    }
+    return n;
+}
+
+// Same-host receivers map the allocation (core/shm_region.h): it must be a
+// memfd while allocated, and p2p_mem_free must close it.
+TEST_F(NumaMem, AllocationIsAMemfdUntilFreed) {
+    const size_t before = ucxp2p_memfds();
+    void *p = nullptr;
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem));
+    EXPECT_EQ(before + 1, ucxp2p_memfds());
+    // Deregistering first leaves the memory (and fd) to p2p_mem_free.
+    ASSERT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(before + 1, ucxp2p_memfds());
+    static_cast<unsigned char *>(p)[100] = 1;  // still mapped
+    EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+    EXPECT_EQ(before, ucxp2p_memfds());
 }
 
 TEST_F(NumaMem, NearestNodeSendRecvOnOneRankComm) {
