@@ -9,7 +9,9 @@ import shutil
 import statistics
 import subprocess
 
-IMPLS = ["ucxp2p", "ucx_perftest", "mpi_ob1", "mpi_ucx"]
+# ucxp2p: buffers the application brings (posix_memalign + p2p_mem_register);
+# ucxp2p_lib: buffers from p2p_mem_alloc, as ucx_perftest's come from UCX.
+IMPLS = ["ucxp2p", "ucxp2p_lib", "ucx_perftest", "mpi_ob1", "mpi_ucx"]
 
 
 def human(size):
@@ -34,9 +36,9 @@ def medians(rows):
     return out
 
 
-def target_of(transport, test, size, med):
+def target_of(transport, test, size, med, impl="ucxp2p"):
     """(text, met) for the issue's targets; None when none applies."""
-    p2p = med.get("ucxp2p", (None,))[0]
+    p2p = med.get(impl, (None,))[0]
     ucx = med.get("ucx_perftest", (None,))[0]
     ob1 = med.get("mpi_ob1", (None,))[0]
     if p2p is None:
@@ -80,21 +82,27 @@ def summary_rows(med):
         # latency: lower is better, so the ratio is inverted to keep
         # "> 1 means ucxp2p is better" everywhere
         inv = unit == "us"
-        def r(other):
+        def r(other, mine="ucxp2p"):
             if inv:
-                return ratio(val[other], val["ucxp2p"])
-            return ratio(val["ucxp2p"], val[other])
+                return ratio(val[other], val[mine])
+            return ratio(val[mine], val[other])
         t = target_of(transport, test, size, m)
+        tl = target_of(transport, test, size, m, "ucxp2p_lib")
         rows.append({
             "transport": transport, "test": test,
             "size": size, "unit": unit,
-            "ucxp2p": val["ucxp2p"], "ucx_perftest": val["ucx_perftest"],
+            "ucxp2p": val["ucxp2p"], "ucxp2p_lib": val["ucxp2p_lib"],
+            "ucx_perftest": val["ucx_perftest"],
             "mpi_ob1": val["mpi_ob1"], "mpi_ucx": val["mpi_ucx"],
             "ratio_ucx_perftest": r("ucx_perftest"),
-            "ratio_mpi_ob1": r("mpi_ob1"), "ratio_mpi_ucx": r("mpi_ucx"),
+            "ratio_lib_ucx_perftest": r("ucx_perftest", "ucxp2p_lib"),
+            "ratio_mpi_ob1": r("mpi_ob1"),
+            "ratio_lib_mpi_ob1": r("mpi_ob1", "ucxp2p_lib"),
+            "ratio_mpi_ucx": r("mpi_ucx"),
             "reps": max(v[2] for v in m.values()),
             "target": t[0] if t else "",
             "target_met": ("yes" if t[1] else "NO") if t else "",
+            "target_met_lib": ("yes" if tl[1] else "NO") if tl else "",
         })
     return rows
 
@@ -106,17 +114,21 @@ def size_label(row):
 
 
 def table_text(rows, markdown=False):
-    head = ["transport", "test", "size", "unit", "ucxp2p", "ucx_perftest",
-            "mpi_ob1", "mpi_ucx", "p2p/ucx", "p2p/ob1", "p2p/mpi-ucx",
-            "target", "met"]
+    head = ["transport", "test", "size", "unit", "ucxp2p", "ucxp2p_lib",
+            "ucx_perftest", "mpi_ob1", "mpi_ucx", "p2p/ucx", "lib/ucx",
+            "p2p/ob1", "lib/ob1", "p2p/mpi-ucx", "target", "met", "met(lib)"]
     lines = []
     body = []
     for r in rows:
         body.append([r["transport"], r["test"], size_label(r), r["unit"],
-                     fmt(r["ucxp2p"]), fmt(r["ucx_perftest"]),
+                     fmt(r["ucxp2p"]), fmt(r["ucxp2p_lib"]),
+                     fmt(r["ucx_perftest"]),
                      fmt(r["mpi_ob1"]), fmt(r["mpi_ucx"]),
-                     fmt(r["ratio_ucx_perftest"]), fmt(r["ratio_mpi_ob1"]),
-                     fmt(r["ratio_mpi_ucx"]), r["target"], r["target_met"]])
+                     fmt(r["ratio_ucx_perftest"]),
+                     fmt(r["ratio_lib_ucx_perftest"]),
+                     fmt(r["ratio_mpi_ob1"]), fmt(r["ratio_lib_mpi_ob1"]),
+                     fmt(r["ratio_mpi_ucx"]), r["target"], r["target_met"],
+                     r["target_met_lib"]])
     if markdown:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
@@ -209,6 +221,8 @@ def write_all(out_dir, raw, meta):
     print(head)
     print(table_text(rows))
     print("\nratios: > 1 means ucxp2p is better (latency ratios are "
-          "other/ucxp2p)")
+          "other/ucxp2p); ucxp2p: application buffers registered with "
+          "p2p_mem_register; ucxp2p_lib: buffers from p2p_mem_alloc (as "
+          "ucx_perftest's come from UCX)")
     for p in pngs:
         print("plot: %s" % p)

@@ -4,7 +4,9 @@
 For each transport (shm: UCX_TLS=shm,self and OpenMPI btl vader; tcp:
 UCX_TLS=tcp,self and btl tcp) and each message size it runs, --reps times
 each (medians reported):
-  * p2p_perftest -t bw           under p2prun -n 2, ranks pinned to cores
+  * p2p_perftest -t bw           under p2prun -n 2, ranks pinned to cores,
+    with application buffers (ucxp2p) and with p2p_mem_alloc buffers
+    (ucxp2p_lib, as ucx_perftest's buffers come from ucp_mem_map ALLOCATE)
   * ucx_perftest -t tag_bw       client/server on 127.0.0.1, taskset pinned
   * mpi_bw (tools/bench/mpi_bw.cc, built here with mpicxx) over OpenMPI
     pml ob1 and pml ucx, --bind-to core
@@ -220,6 +222,10 @@ class Runner:
                     r = self.p2p(tls, "bw", size, it, warm, w)
                     self.record(tr, "ucxp2p", "bw", size, fget(r, "bw_MiBps"),
                                 "MiB/s")
+                    r = self.p2p(tls, "bw", size, it, warm, w,
+                                 extra=["--alloc", "lib"])
+                    self.record(tr, "ucxp2p_lib", "bw", size,
+                                fget(r, "bw_MiBps"), "MiB/s")
                     u = self.ucx_perftest(tls, "tag_bw", size, it * w,
                                           warm * w)
                     self.record(tr, "ucx_perftest", "bw", size,
@@ -270,6 +276,10 @@ class Runner:
                          extra=["-b", "%dx%d" % (count, size)])
             self.record("shm", "ucxp2p", "batch", size, fget(r, "bw_MiBps"),
                         "MiB/s")
+            r = self.p2p(tls, "batch", size, it, 2, a.window,
+                         extra=["-b", "%dx%d" % (count, size), "--alloc", "lib"])
+            self.record("shm", "ucxp2p_lib", "batch", size,
+                        fget(r, "bw_MiBps"), "MiB/s")
             if not a.no_mpi:
                 for pml in ("ob1", "ucx"):
                     m = self.mpi(pml, "shm", "batch", size, it, 2, count)

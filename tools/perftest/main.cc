@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     if (st != P2P_OK) {
         return fail(s, "p2p_comm_create", st);
     }
-    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts));
+    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts), opts.lib_alloc);
     if (st == P2P_OK) {
         st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
     }

@@ -149,6 +149,10 @@ void options_usage(const char *prog) {
         "  -m TYPE        memory type: host only in this build (CUDA not\n"
         "                 supported by p2p_perftest yet)\n"
         "  -c N           communicators created by the mem test (8)\n"
+        "  --alloc HOW    user: posix_memalign + p2p_mem_register (the\n"
+        "                 default: buffers an application brings); lib:\n"
+        "                 p2p_mem_alloc (shareable, NUMA-placed; like\n"
+        "                 ucx_perftest's UCX-allocated buffers)\n"
         "  --wait         complete with p2p_comm_wait instead of a\n"
         "                 p2p_comm_poll busy loop (the default)\n"
         "  --check        fill payloads and verify them on receipt\n"
@@ -166,13 +170,14 @@ void options_usage(const char *prog) {
 }
 
 int options_parse(int argc, char **argv, Options *opts) {
-    enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON };
+    enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON, OPT_ALLOC };
     static const struct option kLong[] = {
         {"wait", no_argument, nullptr, OPT_WAIT},
         {"check", no_argument, nullptr, OPT_CHECK},
         {"timeout", required_argument, nullptr, OPT_TIMEOUT},
         {"csv", no_argument, nullptr, OPT_CSV},
         {"json", no_argument, nullptr, OPT_JSON},
+        {"alloc", required_argument, nullptr, OPT_ALLOC},
         {"quiet", no_argument, nullptr, 'q'},
         {"help", no_argument, nullptr, 'h'},
         {"version", no_argument, nullptr, 'V'},
@@ -216,6 +221,10 @@ int options_parse(int argc, char **argv, Options *opts) {
             o.comms = static_cast<uint32_t>(v);
             break;
         case OPT_WAIT: o.use_wait = true; break;
+        case OPT_ALLOC:
+            ok = std::strcmp(optarg, "user") == 0 || std::strcmp(optarg, "lib") == 0;
+            o.lib_alloc = std::strcmp(optarg, "lib") == 0;
+            break;
         case OPT_CHECK: o.check = true; break;
         case OPT_TIMEOUT:
             ok = parse_u64(optarg, &v) && v > 0 && v <= 86400;

@@ -30,6 +30,7 @@ struct Options {
     uint32_t comms = 8;               /* communicators for the mem test */
     Format format = Format::TABLE;
     std::string mem_type = "host";
+    bool lib_alloc = false;           /* buffers from p2p_mem_alloc */
 };
 
 /**

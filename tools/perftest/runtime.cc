@@ -1,5 +1,7 @@
 #include "runtime.h"
 
+#include <ucxp2p/p2p_mem.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -136,16 +138,33 @@ p2p_status_t Comm::destroy() {
 }
 
 Buffer::~Buffer() {
+    if (lib_) {
+        p2p_mem_free(data_, mem_);
+        return;
+    }
     if (mem_ != nullptr) {
         p2p_mem_deregister(mem_);
     }
     std::free(data_);
 }
 
-p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes) {
+p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes, bool lib) {
     const size_t page = 4096;
     bytes = std::max<size_t>((bytes + page - 1) / page * page, page);
     void *p = nullptr;
+    if (lib) {
+        p2p_mem_h mem = nullptr;
+        p2p_status_t st = p2p_mem_alloc(ctx, bytes, -1, &p, &mem);
+        if (st != P2P_OK) {
+            return st;
+        }
+        std::memset(p, 0, bytes); /* first touch outside the timed loops */
+        data_ = static_cast<char *>(p);
+        size_ = bytes;
+        mem_ = mem;
+        lib_ = true;
+        return P2P_OK;
+    }
     if (posix_memalign(&p, page, bytes) != 0) {
         return P2P_ERR_NO_MEMORY;
     }

@@ -83,7 +83,8 @@ public:
     ~Buffer();
     Buffer(const Buffer &) = delete;
     Buffer &operator=(const Buffer &) = delete;
-    p2p_status_t create(p2p_context_h ctx, size_t bytes);
+    /** lib: from p2p_mem_alloc instead of posix_memalign + register. */
+    p2p_status_t create(p2p_context_h ctx, size_t bytes, bool lib = false);
     char *data() const { return data_; }
     size_t size() const { return size_; }
     p2p_mem_h mem() const { return mem_; }
@@ -92,6 +93,7 @@ private:
     char *data_ = nullptr;
     size_t size_ = 0;
     p2p_mem_h mem_ = nullptr;
+    bool lib_ = false;
 };
 
 /* ------------------------------------------------------------ completions */
