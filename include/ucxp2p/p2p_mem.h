@@ -7,7 +7,9 @@
  * be used with p2p_comm_send / p2p_comm_recv right away. The memory is a
  * shared mapping of a memfd: a receiver on the same host maps a sender's
  * allocation once and copies from it with memcpy, instead of a
- * process_vm_readv system call (which pins the pages) per message.
+ * process_vm_readv system call (which pins the pages) per message. Being a
+ * shared mapping, a child created with fork() shares it (writes by either
+ * are seen by both) instead of getting a copy-on-write copy.
  */
 #ifndef UCXP2P_P2P_MEM_H
 #define UCXP2P_P2P_MEM_H

@@ -1,0 +1,102 @@
+/*
+ * core/shm_region.h: memfd regions and the receiver's bounded cache of a
+ * peer's mapped regions (the peer here is this process: /proc/PID/fd/N
+ * works the same for our own pid).
+ */
+#include "core/cma.h"
+#include "core/shm_region.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using namespace ucxp2p;
+
+TEST(ShmRegion, CreateRoundsToPagesAndMoves) {
+    shm::Region r;
+    ASSERT_TRUE(r.create(100, "ucxp2p-test"));
+    EXPECT_EQ(static_cast<size_t>(sysconf(_SC_PAGESIZE)), r.length());
+    EXPECT_GE(r.fd(), 0);
+    EXPECT_NE(0u, r.ino());
+    static_cast<char *>(r.data())[99] = 7;
+    shm::Region moved(std::move(r));
+    EXPECT_EQ(nullptr, r.data());
+    EXPECT_EQ(-1, r.fd());
+    EXPECT_EQ(7, static_cast<char *>(moved.data())[99]);
+    shm::Region bad;
+    EXPECT_FALSE(bad.create(0, "ucxp2p-test"));
+    EXPECT_EQ(EINVAL, errno);
+}
+
+TEST(ShmRegion, PeerMapsSeeTheOwnersBytesAndStayBounded) {
+    const size_t n = shm::PeerMaps::kMaxMaps + 6;
+    std::vector<std::unique_ptr<shm::Region>> regions;
+    for (size_t i = 0; i < n; ++i) {
+        regions.emplace_back(new shm::Region());
+        ASSERT_TRUE(regions.back()->create(8192, "ucxp2p-test"));
+        std::memset(regions.back()->data(), static_cast<int>(i + 1), 8192);
+    }
+    shm::PeerMaps maps;
+    bool fresh = false;
+    for (size_t i = 0; i < n; ++i) {
+        const shm::Region &r = *regions[i];
+        const uint8_t *p = maps.get(getpid(), r.fd(), r.ino(), r.length(), &fresh);
+        ASSERT_NE(nullptr, p) << std::strerror(errno);
+        EXPECT_TRUE(fresh);
+        EXPECT_EQ(i + 1, p[8191]);
+        EXPECT_LE(maps.size(), shm::PeerMaps::kMaxMaps);
+    }
+    // The newest is cached; the first was evicted and maps again.
+    const shm::Region &last = *regions[n - 1];
+    ASSERT_NE(nullptr, maps.get(getpid(), last.fd(), last.ino(), last.length(), &fresh));
+    EXPECT_FALSE(fresh);
+    const shm::Region &first = *regions[0];
+    const uint8_t *p = maps.get(getpid(), first.fd(), first.ino(), first.length(), &fresh);
+    ASSERT_NE(nullptr, p);
+    EXPECT_TRUE(fresh);
+    // Writes by the owner are visible through the mapping.
+    static_cast<uint8_t *>(first.data())[10] = 0xAB;
+    EXPECT_EQ(0xAB, p[10]);
+    maps.clear();
+    EXPECT_EQ(0u, maps.size());
+}
+
+TEST(ShmRegion, PeerMapsRefuseAStaleOrMissingFd) {
+    shm::Region r;
+    ASSERT_TRUE(r.create(4096, "ucxp2p-test"));
+    shm::PeerMaps maps;
+    // The fd no longer holds the inode the request named.
+    EXPECT_EQ(nullptr, maps.get(getpid(), r.fd(), r.ino() + 1, r.length()));
+    EXPECT_EQ(ESTALE, errno);
+    // Longer than the file.
+    EXPECT_EQ(nullptr, maps.get(getpid(), r.fd(), r.ino(), r.length() * 2));
+    EXPECT_EQ(ESTALE, errno);
+    // No such fd.
+    EXPECT_EQ(nullptr, maps.get(getpid(), 4000000, r.ino(), r.length()));
+    EXPECT_EQ(ENOENT, errno);
+    EXPECT_EQ(0u, maps.size());
+}
+
+TEST(ShmRegion, MappedCopyChecksTheEpoch) {
+    shm::Region src, epochs;
+    ASSERT_TRUE(src.create(4096, "ucxp2p-test"));
+    ASSERT_TRUE(epochs.create(cma::kEpochTableBytes, "ucxp2p-test"));
+    std::memset(src.data(), 0x5C, 4096);
+    auto *slots = static_cast<uint64_t *>(epochs.data());
+    const uint32_t seq = 4096 + 17;  // slot 17
+    slots[17] = 3;
+    std::vector<uint8_t> dst(100, 0);
+    EXPECT_EQ(cma::ReadResult::OK,
+              cma::copy_mapped(static_cast<uint8_t *>(src.data()) + 5, 100, dst.data(),
+                               static_cast<uint8_t *>(epochs.data()), seq, 3));
+    EXPECT_EQ(0x5C, dst[99]);
+    slots[17] = 4;  // the sender cancelled meanwhile
+    EXPECT_EQ(cma::ReadResult::CANCELLED,
+              cma::copy_mapped(static_cast<uint8_t *>(src.data()), 100, dst.data(),
+                               static_cast<uint8_t *>(epochs.data()), seq, 3));
+}
