@@ -30,6 +30,7 @@ std::atomic<uint32_t> g_seq{0};
 
 struct EpochTable {
     std::atomic<uint64_t> *slots;
+    shm::Region *region = nullptr;  // owner of slots when a memfd
     int fd = -1;
     uint64_t ino = 0;
 };
@@ -41,6 +42,7 @@ const EpochTable &epoch_table() {
         auto *region = new shm::Region();  // process lifetime
         if (region->create(kEpochTableBytes, "ucxp2p-epochs")) {
             t.slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots]();
+            t.region = region;
             t.fd = region->fd();
             t.ino = region->ino();
         } else {
