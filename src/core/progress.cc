@@ -149,9 +149,9 @@ void Progress::run() {
             n = progress_locked();
         }
         int64_t now = now_ns();
-        if (n != 0 || posts != posts_.load(std::memory_order_relaxed)) {
+        const bool active = n != 0 || posts != posts_.load(std::memory_order_relaxed);
+        if (active) {
             last_active = now;
-            continue;
         }
         if (opts_.mode == P2P_PROGRESS_BUSY) {
             continue;
@@ -162,9 +162,15 @@ void Progress::run() {
             last_user_ns = now;
         }
         if (now - last_user_ns < kUserDrivingNs) {
-            // A user thread is polling: step aside instead of competing.
+            // A user thread is polling, so it progresses the worker: step
+            // aside instead of competing -- even while there is work, or
+            // both threads take turns on the worker lock (and, sharing a
+            // core, on the CPU) for every event.
             struct timespec ts = {0, 200000};
             nanosleep(&ts, nullptr);
+            continue;
+        }
+        if (active) {
             continue;
         }
         if (opts_.mode == P2P_PROGRESS_ADAPTIVE) {
