@@ -62,7 +62,7 @@
 namespace ucxp2p {
 namespace cma {
 
-/** What a rank tells its peers at p2p_comm_create (blob v2). */
+/** What a rank tells its peers at p2p_comm_create (blob v3). */
 struct Identity {
     uint8_t boot_id[16];  // /proc/sys/kernel/random/boot_id
     uint64_t pid_ns;      // inode of /proc/self/ns/pid

@@ -12,7 +12,7 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 2;
+constexpr uint32_t kBlobVersion = 3;  // 3: cma::Identity names the epoch memfd
 
 struct BlobHeader {
     uint32_t magic;
