@@ -11,7 +11,10 @@ import subprocess
 
 # ucxp2p: buffers the application brings (posix_memalign + p2p_mem_register);
 # ucxp2p_lib: buffers from p2p_mem_alloc, as ucx_perftest's come from UCX.
-IMPLS = ["ucxp2p", "ucxp2p_lib", "ucx_perftest", "mpi_ob1", "mpi_ucx"]
+# ucx_perftest_e: ucx_perftest -e (peer error handling, like ucxp2p's
+# endpoints; the targets are against plain ucx_perftest).
+IMPLS = ["ucxp2p", "ucxp2p_lib", "ucx_perftest", "ucx_perftest_e", "mpi_ob1",
+         "mpi_ucx"]
 
 
 def human(size):
@@ -93,9 +96,11 @@ def summary_rows(med):
             "size": size, "unit": unit,
             "ucxp2p": val["ucxp2p"], "ucxp2p_lib": val["ucxp2p_lib"],
             "ucx_perftest": val["ucx_perftest"],
+            "ucx_perftest_e": val["ucx_perftest_e"],
             "mpi_ob1": val["mpi_ob1"], "mpi_ucx": val["mpi_ucx"],
             "ratio_ucx_perftest": r("ucx_perftest"),
             "ratio_lib_ucx_perftest": r("ucx_perftest", "ucxp2p_lib"),
+            "ratio_ucx_perftest_e": r("ucx_perftest_e"),
             "ratio_mpi_ob1": r("mpi_ob1"),
             "ratio_lib_mpi_ob1": r("mpi_ob1", "ucxp2p_lib"),
             "ratio_mpi_ucx": r("mpi_ucx"),
@@ -115,17 +120,19 @@ def size_label(row):
 
 def table_text(rows, markdown=False):
     head = ["transport", "test", "size", "unit", "ucxp2p", "ucxp2p_lib",
-            "ucx_perftest", "mpi_ob1", "mpi_ucx", "p2p/ucx", "lib/ucx",
-            "p2p/ob1", "lib/ob1", "p2p/mpi-ucx", "target", "met", "met(lib)"]
+            "ucx_perftest", "ucx_pt_-e", "mpi_ob1", "mpi_ucx", "p2p/ucx",
+            "lib/ucx", "p2p/ucx-e", "p2p/ob1", "lib/ob1", "p2p/mpi-ucx",
+            "target", "met", "met(lib)"]
     lines = []
     body = []
     for r in rows:
         body.append([r["transport"], r["test"], size_label(r), r["unit"],
                      fmt(r["ucxp2p"]), fmt(r["ucxp2p_lib"]),
-                     fmt(r["ucx_perftest"]),
+                     fmt(r["ucx_perftest"]), fmt(r["ucx_perftest_e"]),
                      fmt(r["mpi_ob1"]), fmt(r["mpi_ucx"]),
                      fmt(r["ratio_ucx_perftest"]),
                      fmt(r["ratio_lib_ucx_perftest"]),
+                     fmt(r["ratio_ucx_perftest_e"]),
                      fmt(r["ratio_mpi_ob1"]), fmt(r["ratio_lib_mpi_ob1"]),
                      fmt(r["ratio_mpi_ucx"]), r["target"], r["target_met"],
                      r["target_met_lib"]])

@@ -7,7 +7,8 @@ each (medians reported):
   * p2p_perftest -t bw           under p2prun -n 2, ranks pinned to cores,
     with application buffers (ucxp2p) and with p2p_mem_alloc buffers
     (ucxp2p_lib, as ucx_perftest's buffers come from ucp_mem_map ALLOCATE)
-  * ucx_perftest -t tag_bw       client/server on 127.0.0.1, taskset pinned
+  * ucx_perftest -t tag_bw       client/server on 127.0.0.1, taskset pinned,
+    plain and with -e (peer error handling, as ucxp2p's endpoints have)
   * mpi_bw (tools/bench/mpi_bw.cc, built here with mpicxx) over OpenMPI
     pml ob1 and pml ucx, --bind-to core
 with the same window, iterations and buffer mode, then the 8-byte latency
@@ -118,13 +119,18 @@ class Runner:
         out = self.run(cmd, env={"UCX_TLS": tls})
         return first_csv_row(out)
 
-    def ucx_perftest(self, tls, test, size, msgs, warm_msgs):
+    def ucx_perftest(self, tls, test, size, msgs, warm_msgs, err=False):
         port = str(random.randint(20000, 40000))
         base = ["ucx_perftest", "-t", test, "-s", str(size), "-n", str(msgs),
-                "-w", str(warm_msgs), "-p", port]
+                "-w", str(warm_msgs), "-p", port] + (["-e"] if err else [])
         if test == "tag_bw":
             base += ["-O", str(self.args.window)]
         env = dict(os.environ, UCX_TLS=tls)
+        if err:
+            # Shared memory transports only offer peer error handling when
+            # asked to (ucxp2p's context sets the same default).
+            env.setdefault("UCX_MM_ERROR_HANDLING", "y")
+            tls = tls + " UCX_MM_ERROR_HANDLING=" + env["UCX_MM_ERROR_HANDLING"]
         pin0 = ["taskset", "-c", "0"] if self.args.pin else []
         pin1 = (["taskset", "-c", str(1 % self.ncpu)]
                 if self.args.pin else [])
@@ -229,6 +235,13 @@ class Runner:
                     u = self.ucx_perftest(tls, "tag_bw", size, it * w,
                                           warm * w)
                     self.record(tr, "ucx_perftest", "bw", size,
+                                u and u["bw_MiBps"], "MiB/s")
+                    # -e: endpoints with peer error handling, as ucxp2p's
+                    # (UCX then drops zero-copy RMA lanes whose memory
+                    # domain cannot invalidate: tcp, cma).
+                    u = self.ucx_perftest(tls, "tag_bw", size, it * w,
+                                          warm * w, err=True)
+                    self.record(tr, "ucx_perftest_e", "bw", size,
                                 u and u["bw_MiBps"], "MiB/s")
                     if not a.no_mpi:
                         for pml in ("ob1", "ucx"):
