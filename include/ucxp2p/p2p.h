@@ -31,7 +31,8 @@
  *   posted in; messages with equal (peer, tensor_id) match in posting order.
  *
  * Same-host single copy
- *   Between ranks on one host, messages of P2P_CMA_THRESH bytes or more are
+ *   Between ranks on one host, messages of P2P_CMA_THRESH bytes or more
+ *   (P2P_CMA_MAPPED_THRESH from p2p_mem_alloc memory) are
  *   read by the receiver straight from the sender's buffer (Linux cross
  *   memory attach) after a small request message; the send completes when
  *   the receiver has read it. When the kernel refuses the read (ptrace

@@ -153,23 +153,34 @@ bool peer_eligible(const Identity &mine, const Identity &theirs) {
            mine.pid_ns == theirs.pid_ns && mine.pid != theirs.pid;
 }
 
+namespace {
+
+/** A P2P_* size read once by the caller's static: the table's default when
+ *  unset, fallback when malformed (config_get_u64 logged it). */
+uint64_t size_var(const char *name, uint64_t fallback) {
+    uint64_t v = 0;
+    return config_get_u64(name, UINT64_MAX, &v) == P2P_OK ? v : fallback;
+}
+
+size_t at_least_rts(uint64_t v) {
+    return static_cast<size_t>(v < sizeof(Rts) ? sizeof(Rts) : v);
+}
+
+}  // namespace
+
 size_t threshold() {
-    static size_t thresh = [] {
-        uint64_t v = 0;
-        if (config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v) != P2P_OK) {
-            v = 16384;
-        }
-        return static_cast<size_t>(v < sizeof(Rts) ? sizeof(Rts) : v);
-    }();
+    static size_t thresh = at_least_rts(size_var("P2P_CMA_THRESH", 262144));
+    return thresh;
+}
+
+size_t mapped_threshold() {
+    static size_t thresh = at_least_rts(size_var("P2P_CMA_MAPPED_THRESH", 2048));
     return thresh;
 }
 
 size_t split_threshold() {
     static size_t thresh = [] {
-        uint64_t v = 0;
-        if (config_get_u64("P2P_CMA_SPLIT", UINT64_MAX, &v) != P2P_OK) {
-            v = 65536;
-        }
+        uint64_t v = size_var("P2P_CMA_SPLIT", 65536);
         if (v == 0) return SIZE_MAX;
         return static_cast<size_t>(v < 2 * sizeof(Rts) ? 2 * sizeof(Rts) : v);
     }();

@@ -80,8 +80,13 @@ const Identity &local_identity();
 /** Same host, same pid namespace, both enabled. */
 bool peer_eligible(const Identity &mine, const Identity &theirs);
 
-/** Smallest message sent by single copy (P2P_CMA_THRESH, read once). */
+/** Smallest message from an application buffer sent by single copy
+ *  (P2P_CMA_THRESH, read once). */
 size_t threshold();
+
+/** Smallest message from a p2p_mem_alloc buffer (memcpy through the
+ *  receiver's mapping) sent by single copy (P2P_CMA_MAPPED_THRESH). */
+size_t mapped_threshold();
 
 /** Smallest message split between sender and receiver (P2P_CMA_SPLIT, read
  *  once; SIZE_MAX when 0 = never). */

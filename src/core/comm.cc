@@ -172,11 +172,12 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         ncma += c->peers_[r].cma ? 1 : 0;
     }
     c->cma_thresh_ = cma::threshold();
+    c->mapped_thresh_ = cma::mapped_threshold();
     c->split_thresh_ = cma::split_threshold();
     if (ncma > 0) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: single copy to %u same-host peers "
-                "for messages of %zu bytes or more", c->id_, ncma,
-                c->cma_thresh_);
+                "for messages of %zu bytes or more (%zu from p2p_mem_alloc "
+                "memory)", c->id_, ncma, c->cma_thresh_, c->mapped_thresh_);
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
@@ -365,7 +366,8 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     op->buffer = it.buffer;
     op->length = it.length;
     Peer &peer = peers_[it.peer];
-    if (is_send && peer.cma && !peer.cma_off && it.length >= cma_thresh_) {
+    if (is_send && peer.cma && !peer.cma_off &&
+        it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_)) {
         post_rts(op, it, ep);
         return P2P_OK;
     }

@@ -202,6 +202,7 @@ private:
     uint64_t ctx_id_ = 0;
     uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
     size_t cma_thresh_ = SIZE_MAX;
+    size_t mapped_thresh_ = SIZE_MAX;
     size_t split_thresh_ = SIZE_MAX;
     bool id_claimed_ = false;
     std::vector<std::vector<uint8_t>> addrs_;

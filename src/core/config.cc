@@ -97,9 +97,14 @@ const ConfigVar kTable[] = {
      "auto (used when both ranks are in one pid namespace on one boot of one "
      "machine, the call is permitted and UCX_TLS allows shared memory -- "
      "unset, all, sm, shm or cma), or off (UCX moves every byte)."},
-    {"P2P_CMA_THRESH", "16384",
-     "Smallest message, in bytes, sent by single copy when P2P_CMA applies; "
-     "smaller ones go through UCX eagerly."},
+    {"P2P_CMA_THRESH", "262144",
+     "Smallest message, in bytes, from an application buffer sent by single "
+     "copy (process_vm_readv) when P2P_CMA applies; smaller ones go through "
+     "UCX's shared memory (two copies, but no system call and no page "
+     "pinning per message: faster below this size, cold or warm)."},
+    {"P2P_CMA_MAPPED_THRESH", "2048",
+     "Smallest message, in bytes, from p2p_mem_alloc memory sent by single "
+     "copy (memcpy through the receiver's mapping of the sender's memfd)."},
     {"P2P_CMA_SPLIT", "65536",
      "Smallest single-copy message whose copy is split between the two "
      "ranks: the receiver reads the first half while the sender writes the "

@@ -241,6 +241,16 @@ TEST_P(MpTest, SingleCopyFallbackWithoutSplit2Ranks) {
               count(out, "cannot read rank 0's memory")) << out;
 }
 
+// Application buffers of 16 KiB and up by single copy (the default starts
+// at 256 KiB): the split copy at every size the alltoall has.
+TEST_P(MpTest, SingleCopyLowThresholdAlltoall3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"alltoall"};
+    s.env = {"P2P_CMA_THRESH=16384"};
+    expect_pass(s, "alltoall ok");
+}
+
 // Buffers from p2p_mem_alloc (MP_ALLOC=lib): same-host receivers map the
 // sender's memfd once and memcpy from it (core/shm_region.h).
 TEST_P(MpTest, SingleCopyMappedAlltoall3Ranks) {
