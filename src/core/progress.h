@@ -77,6 +77,14 @@ public:
      *  latency). Returns true if it ran. */
     bool try_progress_from_user();
 
+    /** A user thread is about to block waiting for completions (it does not
+     *  progress the worker itself): the thread must not keep stepping
+     *  aside for pollers; wakes it if it is. */
+    void note_waiter() {
+        waits_.fetch_add(1, std::memory_order_seq_cst);
+        if (user_sleep_.load(std::memory_order_seq_cst)) kick();
+    }
+
     /** Progress under the lock (caller holds worker_mu). */
     unsigned progress_locked();
 
@@ -86,6 +94,7 @@ private:
     }
     void run();
     void sleep_on_events(int timeout_ms);
+    void sleep_on_wake_fd(int64_t ns);
 
     ucp_worker_h worker_;
     std::mutex &worker_mu_;
@@ -103,6 +112,11 @@ private:
     // Bumped by every user-driven progress call; the thread notices the
     // change and timestamps it (keeps clock reads off the user's path).
     std::atomic<uint64_t> user_polls_{0};
+    // Bumped by note_waiter; user_sleep_ is true while the thread sleeps
+    // because a user thread polls (seq_cst pair: a waiter either sees the
+    // flag and kicks, or the thread sees the new count and stays awake).
+    std::atomic<uint64_t> waits_{0};
+    std::atomic<bool> user_sleep_{false};
     std::atomic<int64_t> inflight_{0};
 };
 
