@@ -12,8 +12,8 @@
  *       overwrites the buffers; rank 1 posts its receives only then: they
  *       must fail (P2P_ERR_PEER_FAILURE), never deliver the new bytes as OK.
  *   cma-split-wait  rank 0 posts a split-copy send and stops itself
- *       (SIGSTOP) before it can write its half; rank 1, whose receive has
- *       answered the request, shuts its communicator down: the shutdown
+ *       (SIGSTOP); only then does rank 1 post the receive, which answers
+ *       the request, and shut its communicator down: the shutdown
  *       must neither return nor complete the receive while rank 0 may still
  *       write into the buffer. After SIGCONT the receive completes with
  *       every byte right and the shutdown returns.
@@ -193,7 +193,6 @@ void run_cma_split_wait(int, char **) {
         std::raise(SIGSTOP);  // rank 1 lets us go on
         collect(r.comm(), payload, 30);
     } else {
-        MP_OK(p2p_comm_recv(r.comm(), 0, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         MP_OK(p2p_comm_recv(r.comm(), 0, 1, small.data(), 8, small.mem(), ctx_of(0)));
         collect(r.comm(), pid_msg, 30);
         uint64_t pid64 = 0;
@@ -207,8 +206,12 @@ void run_cma_split_wait(int, char **) {
                      static_cast<int>(pid));
             std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
-        // The request was sent before the stop: let it be answered.
-        MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 200).empty(),
+        // The request was sent before the stop and waits here unexpected;
+        // only now does the receive match and answer it, so rank 0 cannot
+        // have written its half yet. Let the answer go out (the progress
+        // thread does it at once; a second covers a loaded CI).
+        MP_OK(p2p_comm_recv(r.comm(), 0, 2, big.data(), kLen, big.mem(), ctx_of(0)));
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 1000).empty(),
                  "the receive completed although the sender is stopped");
         std::atomic<bool> returned{false};
         p2p_status_t shut_st = P2P_ERR_TIMEOUT;  // until the thread sets it
