@@ -87,7 +87,7 @@ run() {
     done
     local -a before
     for i in $(seq 0 $((n - 1))); do before[$i]=$(tx_bytes "$NS0" "rl${TAG}a$i"); done
-    local port=$((20000 + (TAG + n * 97) % 20000))
+    local port=$((20000 + (TAG + n * 97 + ${2:+1}0) % 20000))
     local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
         P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000"
     PIDS=""
@@ -112,10 +112,19 @@ run() {
         [ $d -ge $((total / n / 4)) ] || starved+=" $i"
     done
     if [ -n "$starved" ]; then
-        # Every rail's count, and UCX's view of the lanes, for the record.
-        echo "netns_rails: FAIL: $n rail(s): rail(s)$starved carried less than" \
+        # Every rail's count and both ranks' output, for the record. UCX
+        # occasionally builds the endpoint without one of the lanes (seen
+        # 2 times in about 10 CI runs of this script, never locally): one
+        # retry; starving twice in a row fails.
+        echo "netns_rails: $n rail(s): rail(s)$starved carried less than" \
              "a quarter of an even share:$line"
-        cat "$TMP/r0.$n" "$TMP/r1.$n"; exit 1
+        cat "$TMP/r0.$n" "$TMP/r1.$n"
+        if [ "${2:-}" = retry ]; then
+            echo "netns_rails: FAIL: $n rail(s): starved again"; exit 1
+        fi
+        echo "netns_rails: WARN: $n rail(s): retrying once"
+        run "$n" retry
+        return
     fi
     echo "netns_rails: $n rail(s): $MIBS MiB/s;$line"
 }
