@@ -44,7 +44,7 @@ bool tls_may_use_shm() {
         return true;
     }
     std::string t(tls);
-    for (const char *name : {"all", "shm", "mm", "posix", "sysv"}) {
+    for (const char *name : {"all", "sm", "shm", "mm", "posix", "sysv"}) {
         size_t pos = 0;
         while ((pos = t.find(name, pos)) != std::string::npos) {
             size_t end = pos + std::strlen(name);

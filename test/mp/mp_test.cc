@@ -140,6 +140,18 @@ TEST_P(MpTest, Alltoall8Ranks) {
     expect_pass(s, "alltoall ok");
 }
 
+// UCX spells shared memory "sm" as well as "shm": both must keep the shared
+// memory transports (which need peer-failure support turned on).
+TEST_P(MpTest, ShmAliasSm) {
+    if (std::string(GetParam().name) != "shm") {
+        GTEST_SKIP() << "a shared memory spelling of UCX_TLS";
+    }
+    RunSpec s;
+    s.args = {"alltoall"};
+    s.env = {"UCX_TLS=sm,self"};
+    expect_pass(s, "alltoall ok");
+}
+
 TEST_P(MpTest, Unexpected3Ranks) {
     RunSpec s;
     s.ranks = 3;
