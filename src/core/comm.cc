@@ -313,7 +313,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     ucp_ep_h one_ep = nullptr;
     std::vector<ucp_ep_h> many_eps(count > 1 ? count : 0);
     ucp_ep_h *eps = count > 1 ? many_eps.data() : &one_ep;
-    bool kick;
+    bool kick = false;
     {
         std::lock_guard<std::mutex> lock(ctx_->worker_mu());
         if (shut_.load()) {
@@ -341,11 +341,20 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
             }
         }
         cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
-        ctx_->progress().ops_posted(count);
+        Progress &pr = ctx_->progress();
+        const int64_t inflight = pr.inflight_locked();
+        pr.ops_posted(count);
         for (size_t i = 0; i < count; ++i) {
             post_one(is_send, items[i], eps[i]);
         }
-        kick = ctx_->progress().note_post_locked();
+        // Sends that completed inside the post (small messages) leave no
+        // work behind: a stream of them must not wake the progress thread
+        // (a system call each, and a thread competing for the core).
+        // Receives and sends still in flight do (a receive may have matched
+        // a single-copy request whose answer needs progress).
+        if (!is_send || pr.inflight_locked() != inflight) {
+            kick = pr.note_post_locked();
+        }
     }
     if (kick) {
         ctx_->progress().kick();  // the progress thread sleeps: wake it

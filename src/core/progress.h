@@ -48,8 +48,10 @@ public:
     /** Stop and join (idempotent). */
     void stop();
 
-    /** Called for every post, with the worker lock held: records it for a
-     *  thread about to sleep. Returns true if the thread sleeps, then the
+    /** Called, with the worker lock held, for every post of receives and
+     *  every post of sends that left one in flight (a send completed inside
+     *  the post needs no progress: a stream of small sends makes no system
+     *  call each): records it for a thread about to sleep. Returns true if the thread sleeps, then the
      *  caller calls kick() once the lock is released. The thread decides to
      *  sleep under the same lock (after ucp_worker_arm), so either it sees
      *  this post or this sees it sleeping: no wake-up is lost, and a post
@@ -69,6 +71,7 @@ public:
      *  made under it), so the count is updated without an atomic
      *  read-modify-write; the thread only reads it. */
     void ops_posted(size_t n) { bump(&inflight_, static_cast<int64_t>(n)); }
+    int64_t inflight_locked() const { return inflight_.load(std::memory_order_relaxed); }
     void op_completed() { bump(&inflight_, -1); }
 
     /** One ucp_worker_progress call from a user thread if nobody else holds

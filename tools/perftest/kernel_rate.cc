@@ -1,0 +1,195 @@
+/*
+ * rate: the message rate measured the way ucx_perftest's tag_bw measures it
+ * (src/tools/perf/lib/ucp_tests.cc, run_stream_uni): the sender streams
+ * messages back to back with at most W (-W) of its sends in flight, the
+ * receiver keeps W receives posted and reposts one as each completes, and the
+ * only handshake is one ack after the last message. The time runs on rank 0
+ * from its first timed send to that ack. (bw keeps the osu_bw-style window
+ * with an ack per window, as the MPI baseline does.)
+ *
+ * Message m travels with tensor id tag_data(m % W) in slot m % W of the pool
+ * when checking (the receive for m + W is posted once m completed, so a slot
+ * is never written twice at once), else in slot m % pool slots.
+ */
+#include "kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace perftest {
+
+namespace {
+
+struct Stream {
+    Session &s;
+    size_t size;
+    uint32_t window;
+    size_t nslots;
+    Reaper &rp;
+
+    char *slot(uint64_t m) const {
+        size_t i = s.opts.check ? m % window : m % nslots;
+        return s.data.data() + i * slot_stride(size);
+    }
+    uint32_t tag(uint64_t m) const { return s.tag_data(uint32_t(m % window)); }
+    static void *ctx_of(uint64_t m) { return reinterpret_cast<void *>(m + 1); }
+    static uint64_t msg_of(const p2p_completion_t &e) {
+        return reinterpret_cast<uintptr_t>(e.user_context) - 1;
+    }
+};
+
+/** Rank 0: send messages [first, first + n) with at most W in flight, then
+ *  wait for the receiver's ack (its receive posted before the first send).
+ *  Every W sends, samples gets the mean time per message. */
+p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
+                        std::vector<double> *samples) {
+    Session &s = x.s;
+    p2p_comm_h comm = s.comm.get();
+    char *ack = s.ctrl.data() + kCtrlAckRecv;
+    p2p_status_t st = p2p_comm_recv(comm, 1, s.tag_ack(), ack, 8,
+                                    s.ctrl.mem(), nullptr);
+    std::vector<bool> busy(x.window, false);
+    std::vector<p2p_completion_t> got(x.window);
+    uint64_t inflight = 0;
+    double t_mark = now_us();
+    for (uint64_t m = first; m < first + n && st == P2P_OK;) {
+        if (busy[m % x.window]) { /* its slot's previous message is out */
+            size_t k = 0;
+            st = x.rp.take(P2P_QUEUE_SEND, got.data(), got.size(), &k, ts);
+            for (size_t i = 0; i < k; ++i) {
+                busy[Stream::msg_of(got[i]) % x.window] = false;
+            }
+            inflight -= k;
+            continue;
+        }
+        char *buf = x.slot(m);
+        if (s.opts.check) {
+            fill_pattern(buf, x.size, m);
+        }
+        st = p2p_comm_send(comm, 1, x.tag(m), buf, x.size, s.data.mem(),
+                           Stream::ctx_of(m));
+        busy[m % x.window] = true;
+        ++inflight;
+        ++m;
+        if (samples != nullptr && (m - first) % x.window == 0) {
+            double t = now_us();
+            samples->push_back((t - t_mark) / x.window);
+            t_mark = t;
+        }
+    }
+    if (st == P2P_OK) {
+        st = x.rp.reap(P2P_QUEUE_SEND, inflight, ts);
+    }
+    Tally acks;
+    if (st == P2P_OK) {
+        st = x.rp.reap(P2P_QUEUE_RECV, 1, &acks);
+    }
+    return st != P2P_OK ? st : acks.first_error;
+}
+
+/** Rank 1: receive messages [first, first + n) with W receives posted, then
+ *  ack. Counts pattern mismatches into *bad when checking. */
+p2p_status_t recv_phase(Stream &x, uint64_t first, uint64_t n, Tally *tr,
+                        uint64_t *bad) {
+    Session &s = x.s;
+    p2p_comm_h comm = s.comm.get();
+    auto post = [&](uint64_t m) {
+        char *buf = x.slot(m);
+        if (s.opts.check) {
+            std::memset(buf, 0, x.size);
+        }
+        return p2p_comm_recv(comm, 0, x.tag(m), buf, x.size, s.data.mem(),
+                             Stream::ctx_of(m));
+    };
+    p2p_status_t st = P2P_OK;
+    const uint64_t end = first + n;
+    for (uint64_t m = first; m < std::min(end, first + x.window) &&
+                             st == P2P_OK; ++m) {
+        st = post(m);
+    }
+    std::vector<p2p_completion_t> got(x.window);
+    for (uint64_t done = 0; done < n && st == P2P_OK;) {
+        size_t k = 0;
+        st = x.rp.take(P2P_QUEUE_RECV, got.data(), got.size(), &k, tr);
+        for (size_t i = 0; i < k && st == P2P_OK; ++i) {
+            uint64_t m = Stream::msg_of(got[i]);
+            if (s.opts.check && !check_pattern(x.slot(m), x.size, m)) {
+                ++*bad;
+            }
+            if (m + x.window < end) {
+                st = post(m + x.window);
+            }
+        }
+        done += k;
+    }
+    if (st == P2P_OK) {
+        st = p2p_comm_send(comm, 0, s.tag_ack(), s.ctrl.data() + kCtrlAckSend,
+                           8, s.ctrl.mem(), nullptr);
+    }
+    Tally acks;
+    if (st == P2P_OK) {
+        st = x.rp.reap(P2P_QUEUE_SEND, 1, &acks);
+    }
+    return st != P2P_OK ? st : acks.first_error;
+}
+
+} // namespace
+
+p2p_status_t run_rate(Session &s, size_t size, Result *r) {
+    const Options &o = s.opts;
+    const uint32_t w = o.window;
+    const uint64_t iters = test_iters(o, "rate", size, w);
+    const uint64_t warm = test_warmup(o, iters);
+    Reaper rp(s.comm.get(), o.use_wait);
+    rp.set_deadline(s.deadline());
+    Stream x{s, size, w, slot_count(o, size, w), rp};
+    Tally ts, tr, ignored; /* ignored: warm-up bytes (errors still count) */
+    uint64_t bad = 0, warm_bad = 0;
+    std::vector<double> samples;
+    samples.reserve(iters);
+
+    p2p_status_t st;
+    double t_start = 0, t_end = 0;
+    if (s.rank == 0) {
+        st = send_phase(x, 0, warm * w, &ignored, nullptr);
+        t_start = now_us();
+        if (st == P2P_OK) {
+            st = send_phase(x, warm * w, iters * w, &ts, &samples);
+        }
+        t_end = now_us();
+    } else {
+        st = recv_phase(x, 0, warm * w, &ignored, &warm_bad);
+        if (st == P2P_OK) {
+            st = recv_phase(x, warm * w, iters * w, &tr, &bad);
+        }
+    }
+    if (st != P2P_OK) {
+        return st;
+    }
+    if (s.rank == 1) {
+        PeerReport rep{};
+        rep.bytes_received = tr.bytes;
+        rep.bytes_sent = ts.bytes;
+        rep.errors = tr.errors + ignored.errors + bad + warm_bad;
+        return send_report(s, rp, rep);
+    }
+    PeerReport rep{};
+    st = recv_report(s, rp, 1, &rep);
+    if (st != P2P_OK) {
+        return st;
+    }
+    r->test = "rate";
+    r->size = size;
+    r->iters = iters;
+    r->msgs_per_iter = w;
+    r->time_s = (t_end - t_start) / 1e6;
+    r->samples_us = std::move(samples);
+    r->bytes_expected = uint64_t(size) * w * iters;
+    r->bytes_sent = ts.bytes;
+    r->bytes_received = rep.bytes_received;
+    r->errors = ts.errors + ignored.errors + rep.errors;
+    return P2P_OK;
+}
+
+} // namespace perftest
