@@ -217,8 +217,8 @@ TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
     }
-    ProcResult r = run2("-t bw,batch,lat -s 8,20000,300000 -n 6 -w 1 -W 3 "
-                        "-b 3x300000 --alloc lib --check --json -q");
+    ProcResult r = run2("-t bw,batch,lat,rate -s 8,20000,300000 -n 6 -w 1 "
+                        "-W 3 -b 3x300000 --alloc lib --check --json -q");
     ASSERT_EQ(r.rc, 0) << r.err;
     jsonmini::Value doc;
     std::string text = from_line(r.out, "{");
@@ -226,7 +226,7 @@ TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {
     ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
     EXPECT_EQ(doc.at("alloc").str, "lib");
     const jsonmini::Value &res = doc.at("results");
-    ASSERT_EQ(res.arr.size(), 9u) << r.out;
+    ASSERT_EQ(res.arr.size(), 12u) << r.out;
     for (const jsonmini::Value &v : res.arr) {
         check_result(v);
     }

@@ -6,6 +6,10 @@
  *         next window's receives are posted before the 8-byte ack), rank 0
  *         waits for all sends and the ack; bandwidth = bytes / total time
  *   batch same as bw with the window = batch count (128 x 512 KiB)
+ *   rate  as ucx_perftest tag_bw and p2p_perftest's rate: rank 0 streams
+ *         messages with at most W MPI_Isend in flight, rank 1 keeps W
+ *         MPI_Irecv posted (reposting one per completed receive); one 8-byte
+ *         ack after the last message ends a phase (warm-up, then timed)
  * Buffers: one per rank reused (default) or a rotating pool (-p BYTES).
  * Prints CSV with p2p_perftest's columns. Built by the runner with mpicxx,
  * not by configure (the library does not depend on MPI).
@@ -128,8 +132,72 @@ void print_row(const Opts &o, size_t size, int count, double time_s,
     std::fflush(stdout);
 }
 
+/** One streamed phase of messages [first, first + count) (see rate). */
+void stream_phase(const Opts &o, int rank, size_t size, char *pool,
+                  size_t nslots, long first, long count,
+                  std::vector<double> *samples) {
+    const int w = o.window;
+    const size_t stride = std::max<size_t>((size + 63) / 64 * 64, 64);
+    const int n = static_cast<int>(size);
+    const int peer = 1 - rank;
+    std::vector<MPI_Request> req(w, MPI_REQUEST_NULL);
+    auto slot = [&](long m) { return pool + (m % nslots) * stride; };
+    char ack[8] = {0};
+    if (rank == 0) {
+        MPI_Request ack_req;
+        MPI_Irecv(ack, 8, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &ack_req);
+        double t_mark = MPI_Wtime();
+        for (long m = first; m < first + count; ++m) {
+            MPI_Request &r = req[m % w];
+            MPI_Wait(&r, MPI_STATUS_IGNORE); /* its slot's previous send */
+            MPI_Isend(slot(m), n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &r);
+            if (samples != nullptr && (m + 1 - first) % w == 0) {
+                double t = MPI_Wtime();
+                samples->push_back((t - t_mark) * 1e6 / w);
+                t_mark = t;
+            }
+        }
+        MPI_Waitall(w, req.data(), MPI_STATUSES_IGNORE);
+        MPI_Wait(&ack_req, MPI_STATUS_IGNORE);
+        return;
+    }
+    const long end = first + count;
+    for (long m = first; m < std::min(end, first + w); ++m) {
+        MPI_Irecv(slot(m), n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &req[m % w]);
+    }
+    /* MPI does not overtake: the receives complete in message order */
+    for (long m = first; m < end; ++m) {
+        MPI_Wait(&req[m % w], MPI_STATUS_IGNORE);
+        if (m + w < end) {
+            MPI_Irecv(slot(m + w), n, MPI_BYTE, peer, 1, MPI_COMM_WORLD,
+                      &req[m % w]);
+        }
+    }
+    MPI_Send(ack, 8, MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+}
+
+void run_rate(const Opts &o, int rank, size_t size, char *pool,
+              size_t nslots) {
+    std::vector<double> samples;
+    MPI_Barrier(MPI_COMM_WORLD);
+    stream_phase(o, rank, size, pool, nslots, 0, o.warmup * o.window,
+                 nullptr);
+    double t_start = MPI_Wtime();
+    stream_phase(o, rank, size, pool, nslots, o.warmup * o.window,
+                 o.iters * o.window, &samples);
+    double t_end = MPI_Wtime();
+    if (rank == 0) {
+        print_row(o, size, o.window, t_end - t_start, samples,
+                  uint64_t(size) * o.window * o.iters);
+    }
+}
+
 void run_point(const Opts &o, int rank, size_t size, char *pool,
                size_t nslots) {
+    if (o.test == "rate") {
+        run_rate(o, rank, size, pool, nslots);
+        return;
+    }
     const bool lat = (o.test == "lat");
     const int count = lat ? 1 : o.window;
     const size_t stride = std::max<size_t>((size + 63) / 64 * 64, 64);

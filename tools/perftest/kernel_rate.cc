@@ -167,29 +167,15 @@ p2p_status_t run_rate(Session &s, size_t size, Result *r) {
     if (st != P2P_OK) {
         return st;
     }
-    if (s.rank == 1) {
-        PeerReport rep{};
-        rep.bytes_received = tr.bytes;
-        rep.bytes_sent = ts.bytes;
-        rep.errors = tr.errors + ignored.errors + bad + warm_bad;
-        return send_report(s, rp, rep);
-    }
-    PeerReport rep{};
-    st = recv_report(s, rp, 1, &rep);
-    if (st != P2P_OK) {
-        return st;
-    }
     r->test = "rate";
     r->size = size;
     r->iters = iters;
     r->msgs_per_iter = w;
     r->time_s = (t_end - t_start) / 1e6;
     r->samples_us = std::move(samples);
-    r->bytes_expected = uint64_t(size) * w * iters;
-    r->bytes_sent = ts.bytes;
-    r->bytes_received = rep.bytes_received;
-    r->errors = ts.errors + ignored.errors + rep.errors;
-    return P2P_OK;
+    /* each rank's tallies: its own side's bytes, warm-up errors included */
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + ignored.errors +
+                        bad + warm_bad, r);
 }
 
 } // namespace perftest

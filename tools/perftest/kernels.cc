@@ -141,6 +141,27 @@ p2p_status_t recv_report(Session &s, Reaper &rp, uint32_t from,
     return P2P_OK;
 }
 
+p2p_status_t finish_point(Session &s, Reaper &rp, const Tally &sent,
+                          const Tally &received, uint64_t errors, Result *r) {
+    if (s.rank == 1) {
+        PeerReport rep{};
+        rep.bytes_received = received.bytes;
+        rep.bytes_sent = sent.bytes;
+        rep.errors = errors;
+        return send_report(s, rp, rep);
+    }
+    PeerReport rep{};
+    p2p_status_t st = recv_report(s, rp, 1, &rep);
+    if (st != P2P_OK) {
+        return st;
+    }
+    r->bytes_expected = uint64_t(r->size) * r->msgs_per_iter * r->iters;
+    r->bytes_sent = sent.bytes;
+    r->bytes_received = rep.bytes_received;
+    r->errors = errors + rep.errors;
+    return P2P_OK;
+}
+
 /* ------------------------------------------------------------ lat */
 
 p2p_status_t run_lat(Session &s, size_t size, Result *r) {
@@ -214,29 +235,13 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     if (st != P2P_OK) {
         return st;
     }
-    if (s.rank == 1) {
-        PeerReport rep{};
-        rep.bytes_received = tr.bytes;
-        rep.bytes_sent = ts.bytes;
-        rep.errors = tr.errors + ts.errors + bad;
-        return send_report(s, rp, rep);
-    }
-    PeerReport rep{};
-    st = recv_report(s, rp, 1, &rep);
-    if (st != P2P_OK) {
-        return st;
-    }
     r->test = "lat";
     r->size = size;
     r->iters = iters;
     r->msgs_per_iter = 1;
     r->time_s = total_us / 1e6;
     r->samples_us = std::move(samples);
-    r->bytes_expected = size * iters;
-    r->bytes_sent = ts.bytes;
-    r->bytes_received = rep.bytes_received;
-    r->errors = ts.errors + tr.errors + bad + rep.errors;
-    return P2P_OK;
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad, r);
 }
 
 /* ------------------------------------------------------------ bw/rate/batch */
@@ -366,29 +371,13 @@ p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
     if (st != P2P_OK) {
         return st;
     }
-    if (s.rank == 1) {
-        PeerReport rep{};
-        rep.bytes_received = tr.bytes;
-        rep.bytes_sent = ts.bytes;
-        rep.errors = tr.errors + ts.errors + bad;
-        return send_report(s, rp, rep);
-    }
-    PeerReport rep{};
-    st = recv_report(s, rp, 1, &rep);
-    if (st != P2P_OK) {
-        return st;
-    }
     r->test = test;
     r->size = size;
     r->iters = iters;
     r->msgs_per_iter = count;
     r->time_s = (t_end - t_start) / 1e6;
     r->samples_us = std::move(samples);
-    r->bytes_expected = uint64_t(size) * count * iters;
-    r->bytes_sent = ts.bytes;
-    r->bytes_received = rep.bytes_received;
-    r->errors = ts.errors + tr.errors + rep.errors;
-    return P2P_OK;
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad, r);
 }
 
 } // namespace perftest

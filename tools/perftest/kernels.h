@@ -68,11 +68,20 @@ uint64_t test_iters(const Options &o, const std::string &test, size_t size,
                     uint32_t count);
 uint64_t test_warmup(const Options &o, uint64_t iters);
 
+/** End of a point measured by ranks 0 and 1: rank 1 reports its byte
+ *  counts and `errors` to rank 0; rank 0, whose r already names the point
+ *  (test, size, iters, msgs_per_iter, time, samples), adds its own and rank
+ *  1's totals. */
+p2p_status_t finish_point(Session &s, Reaper &rp, const Tally &sent,
+                          const Tally &received, uint64_t errors, Result *r);
+
 /** Ping-pong between ranks 0 and 1. */
 p2p_status_t run_lat(Session &s, size_t size, Result *r);
-/** bw/rate (window of sends) and batch (one batch call per iteration). */
+/** bw (window of sends, ack per window) and batch (one batch call per iteration). */
 p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
                         Result *r);
+/** rate: streamed sends, W in flight, one ack at the end (kernel_rate.cc). */
+p2p_status_t run_rate(Session &s, size_t size, Result *r);
 /** Collective tests: every rank calls them. */
 p2p_status_t run_setup(Session &s, Result *r);
 p2p_status_t run_mem(Session &s, Result *r);

@@ -141,6 +141,8 @@ int main(int argc, char **argv) {
             st = run_setup(s, &r);
         } else if (pt.test == "mem") {
             st = run_mem(s, &r);
+        } else if (pt.test == "rate") {
+            st = run_rate(s, pt.size, &r);
         } else {
             st = run_stream(s, pt.test, pt.size, &r);
         }

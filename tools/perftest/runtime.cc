@@ -183,15 +183,13 @@ p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes, bool lib) {
 
 /* ------------------------------------------------------------ completions */
 
-p2p_status_t Reaper::pop(p2p_queue_t q, uint64_t max, int timeout_ms,
-                         Tally *t, uint64_t *got) {
-    p2p_completion_t entries[64];
-    size_t want = static_cast<size_t>(std::min<uint64_t>(max, 64));
+p2p_status_t Reaper::pop_into(p2p_queue_t q, p2p_completion_t *out,
+                              size_t max, int timeout_ms, Tally *t,
+                              size_t *got) {
     size_t n = 0;
-    p2p_status_t st =
-        (timeout_ms >= 0)
-            ? p2p_comm_wait(comm_, q, entries, want, &n, timeout_ms)
-            : p2p_comm_poll(comm_, q, entries, want, &n);
+    p2p_status_t st = (timeout_ms >= 0)
+                          ? p2p_comm_wait(comm_, q, out, max, &n, timeout_ms)
+                          : p2p_comm_poll(comm_, q, out, max, &n);
     if (st == P2P_ERR_TIMEOUT) {
         st = P2P_OK;
         n = 0;
@@ -201,16 +199,48 @@ p2p_status_t Reaper::pop(p2p_queue_t q, uint64_t max, int timeout_ms,
     }
     for (size_t i = 0; i < n; ++i) {
         t->count++;
-        if (entries[i].status == P2P_OK) {
-            t->bytes += entries[i].bytes;
+        if (out[i].status == P2P_OK) {
+            t->bytes += out[i].bytes;
         } else {
             if (t->errors++ == 0) {
-                t->first_error = entries[i].status;
+                t->first_error = out[i].status;
             }
         }
     }
     *got = n;
     return P2P_OK;
+}
+
+p2p_status_t Reaper::pop(p2p_queue_t q, uint64_t max, int timeout_ms,
+                         Tally *t, uint64_t *got) {
+    p2p_completion_t entries[64];
+    size_t want = static_cast<size_t>(std::min<uint64_t>(max, 64));
+    size_t n = 0;
+    p2p_status_t st = pop_into(q, entries, want, timeout_ms, t, &n);
+    *got = n;
+    return st;
+}
+
+/** Poll (-1), or block up to 100 ms but not past the deadline. */
+int Reaper::timeout_ms() const {
+    if (!wait_) {
+        return -1;
+    }
+    double left_ms = (deadline_us_ - now_us()) / 1000.0;
+    return static_cast<int>(std::max(0.0, std::min(left_ms, 100.0)));
+}
+
+p2p_status_t Reaper::take(p2p_queue_t q, p2p_completion_t *out, size_t max,
+                          size_t *n, Tally *t) {
+    for (unsigned spins = 1;; ++spins) {
+        p2p_status_t st = pop_into(q, out, max, timeout_ms(), t, n);
+        if (st != P2P_OK || *n > 0) {
+            return st;
+        }
+        if (((spins & 1023u) == 0 || wait_) && now_us() > deadline_us_) {
+            return P2P_ERR_TIMEOUT;
+        }
+    }
 }
 
 p2p_status_t Reaper::reap(p2p_queue_t q, uint64_t n, Tally *t) {
@@ -224,15 +254,10 @@ p2p_status_t Reaper::reap_both(uint64_t ns, Tally *ts, uint64_t nr,
     unsigned spins = 0;
     while (ns > 0 || nr > 0) {
         uint64_t got = 0;
-        int timeout_ms = -1; /* poll */
-        if (wait_) {
-            double left_ms = (deadline_us_ - now_us()) / 1000.0;
-            timeout_ms = static_cast<int>(std::max(0.0, std::min(left_ms,
-                                                                 100.0)));
-            /* with both queues pending, do not sleep long on one of them */
-            if (ns > 0 && nr > 0) {
-                timeout_ms = std::min(timeout_ms, 1);
-            }
+        int timeout_ms = this->timeout_ms();
+        /* with both queues pending, do not sleep long on one of them */
+        if (wait_ && ns > 0 && nr > 0) {
+            timeout_ms = std::min(timeout_ms, 1);
         }
         if (nr > 0) {
             p2p_status_t st = pop(P2P_QUEUE_RECV, nr, timeout_ms, tr, &got);

@@ -119,10 +119,17 @@ public:
     p2p_status_t reap(p2p_queue_t q, uint64_t n, Tally *t);
     /** Reap ns send and nr receive entries, whichever come first. */
     p2p_status_t reap_both(uint64_t ns, Tally *ts, uint64_t nr, Tally *tr);
+    /** Wait for at least one entry of `q` and return up to max of them in
+     *  out (counted into t). P2P_ERR_TIMEOUT past the deadline. */
+    p2p_status_t take(p2p_queue_t q, p2p_completion_t *out, size_t max,
+                      size_t *n, Tally *t);
 
 private:
     p2p_status_t pop(p2p_queue_t q, uint64_t max, int timeout_ms, Tally *t,
                      uint64_t *got);
+    p2p_status_t pop_into(p2p_queue_t q, p2p_completion_t *out, size_t max,
+                          int timeout_ms, Tally *t, size_t *got);
+    int timeout_ms() const;
     p2p_comm_h comm_;
     bool wait_;
     double deadline_us_ = 0;
