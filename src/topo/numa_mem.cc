@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/rails.h"
+#include "core/shm_region.h"
 
 #include <cerrno>
 #include <cstring>
@@ -28,38 +29,52 @@ constexpr int kMpolBind = 2;           // MPOL_BIND (linux/mempolicy.h)
 constexpr int kMaxNodes = 1024;        // bits in our node mask
 constexpr size_t kSamplePages = 64;
 
+/** The memory of one p2p_mem_alloc: a memfd region (shm::Region) that
+ *  same-host peers may map, or anonymous memory when no memfd can be made. */
+class Block {
+public:
+    Block() = default;
+    ~Block() {
+        if (anon_ != nullptr) munmap(anon_, anon_len_);
+    }
+    Block(const Block &) = delete;
+    Block &operator=(const Block &) = delete;
+    Block(Block &&o) noexcept
+        : region_(std::move(o.region_)), anon_(o.anon_), anon_len_(o.anon_len_) {
+        o.anon_ = nullptr;
+    }
+
+    /** Map len bytes (a page multiple); false + errno. */
+    bool map(size_t len) {
+        if (region_.create(len, "ucxp2p")) {
+            return true;
+        }
+        P2P_LOG(P2P_LOG_DEBUG, "mem alloc: no shareable memory (%s); anonymous "
+                "memory instead", std::strerror(errno));
+        void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            return false;
+        }
+        anon_ = p;
+        anon_len_ = len;
+        return true;
+    }
+    void *data() const { return anon_ != nullptr ? anon_ : region_.data(); }
+    int fd() const { return region_.fd(); }        // -1: anonymous
+    uint64_t ino() const { return region_.ino(); }
+
+private:
+    ucxp2p::shm::Region region_;
+    void *anon_ = nullptr;
+    size_t anon_len_ = 0;
+};
+
 struct Mapping {
     size_t length;
     p2p_mem_h mem;
-    int fd;  // the memfd, or -1
+    Block block;
 };
-
-/** Map len bytes: a memfd shared mapping (fd, inode set) or, failing that,
- *  anonymous memory (fd -1). MAP_FAILED on failure. */
-void *map_memory(size_t len, int *fd_p, uint64_t *ino_p) {
-    *fd_p = -1;
-    *ino_p = 0;
-    int fd = memfd_create("ucxp2p", MFD_CLOEXEC);
-    struct stat sb;
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(len)) == 0 && fstat(fd, &sb) == 0) {
-        void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p != MAP_FAILED) {
-            *fd_p = fd;
-            *ino_p = static_cast<uint64_t>(sb.st_ino);
-            return p;
-        }
-    }
-    if (fd >= 0) close(fd);
-    P2P_LOG(P2P_LOG_DEBUG, "mem alloc: no shareable memory (%s); anonymous "
-            "memory instead", std::strerror(errno));
-    return mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                -1, 0);
-}
-
-void unmap_memory(void *p, size_t len, int fd) {
-    munmap(p, len);
-    if (fd >= 0) close(fd);
-}
 
 std::mutex &maps_mu() {
     static std::mutex *m = new std::mutex();
@@ -107,32 +122,31 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
     }
     size_t len = (length + page - 1) / page * page;
     int node = numa_node >= 0 ? numa_node : ucxp2p::rails_numa();
-    int fd = -1;
-    uint64_t ino = 0;
-    void *p = map_memory(len, &fd, &ino);
-    if (p == MAP_FAILED) {
+    Block block;
+    if (!block.map(len)) {
         P2P_LOG(P2P_LOG_ERROR, "mem alloc: mmap of %zu bytes failed: %s", len,
                 std::strerror(errno));
         return P2P_ERR_NO_MEMORY;
     }
+    void *p = block.data();
     if (node >= 0) {
         int err = bind_to_node(p, len, node);
         if (err != 0) {
-            unmap_memory(p, len, fd);
             P2P_LOG(P2P_LOG_ERROR, "mem alloc: mbind to numa node %d failed: %s",
                     node, std::strerror(err));
             return P2P_ERR_UNSUPPORTED;
         }
     }
     p2p_mem_h mem = nullptr;
-    p2p_status_t st = ucxp2p::mem_register(context, p, len, fd, ino, &mem);
+    p2p_status_t st = ucxp2p::mem_register(context, p, len, block.fd(),
+                                           block.ino(), &mem);
     if (st != P2P_OK) {
-        unmap_memory(p, len, fd);
         return st;
     }
     {
         std::lock_guard<std::mutex> lock(maps_mu());
-        maps()[reinterpret_cast<uintptr_t>(p)] = Mapping{len, mem, fd};
+        maps().emplace(reinterpret_cast<uintptr_t>(p),
+                       Mapping{len, mem, std::move(block)});
     }
     P2P_LOG(P2P_LOG_DEBUG, "mem alloc: %zu bytes at %p on numa %d", len, p, node);
     *address_p = p;
@@ -154,8 +168,7 @@ p2p_status_t mem_free(void *address, p2p_mem_h mem) {
     }
     // INVALID_HANDLE: the user deregistered it already (or the context is
     // gone); the mapping is still ours to release.
-    unmap_memory(address, it->second.length, it->second.fd);
-    maps().erase(it);
+    maps().erase(it);  // unmaps (and closes the memfd)
     return P2P_OK;
 }
 
