@@ -98,13 +98,15 @@ protected:
         return st;
     }
 
-    /** The scenario must exit 0 and print `ok_word` once per rank. */
-    void expect_pass(const RunSpec &s, const std::string &ok_word) {
+    /** The scenario must exit 0 and print `ok_word` once per rank.
+     *  Returns the output for further checks. */
+    std::string expect_pass(const RunSpec &s, const std::string &ok_word) {
         std::string out;
         int st = run(s, &out);
         EXPECT_EQ(0, st) << joined(command(s)) << "\n" << out;
         EXPECT_EQ(static_cast<size_t>(s.ranks), count(out, ok_word))
             << "expected '" << ok_word << "' from every rank:\n" << out;
+        return out;
     }
 
     static size_t count(const std::string &text, const std::string &word) {
@@ -209,10 +211,7 @@ TEST_P(MpTest, SingleCopyFallback2Ranks) {
     RunSpec s;
     s.args = {"cma-fallback"};
     s.env = {"P2P_LOG_LEVEL=info"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    const std::string out = expect_pass(s, "cma-fallback ok");
     // Rank 1 cannot read rank 0 and says so once; rank 0 switches to pushing.
     // Rank 1 cannot write rank 0 either (split copies): it says so once and
     // rank 0 reads those messages whole.
@@ -243,10 +242,7 @@ TEST_P(MpTest, SingleCopyFallbackWithoutSplit2Ranks) {
     RunSpec s;
     s.args = {"cma-fallback"};
     s.env = {"P2P_LOG_LEVEL=info", "P2P_CMA_SPLIT=0"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    const std::string out = expect_pass(s, "cma-fallback ok");
     // The receiver reads whole messages: nobody tries to write.
     EXPECT_EQ(0u, count(out, "cannot write rank")) << out;
     EXPECT_EQ(single_copy(GetParam()) ? 1u : 0u,
@@ -270,10 +266,7 @@ TEST_P(MpTest, SingleCopyMappedAlltoall3Ranks) {
     s.ranks = 3;
     s.args = {"alltoall"};
     s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(3u, count(out, "alltoall ok")) << out;
+    const std::string out = expect_pass(s, "alltoall ok");
     const size_t mapped = count(out, "-byte region of rank");
     if (single_copy(GetParam())) {
         EXPECT_GE(mapped, 6u) << "every rank maps its two peers' regions\n" << out;
@@ -287,10 +280,7 @@ TEST_P(MpTest, SingleCopyMappedFallback2Ranks) {
     RunSpec s;
     s.args = {"cma-fallback"};
     s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(2u, count(out, "cma-fallback ok")) << out;
+    const std::string out = expect_pass(s, "cma-fallback ok");
     if (single_copy(GetParam())) {
         // Rank 1 may neither map nor read rank 0: rank 0 pushes through UCX.
         EXPECT_EQ(1u, count(out, "cannot map rank 0's memory")) << out;
@@ -312,10 +302,7 @@ TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
     RunSpec s;
     s.args = {"cma-withdraw"};
     s.env = {"MP_ALLOC=lib", "P2P_LOG_LEVEL=info"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(2u, count(out, "cma-withdraw ok")) << out;
+    const std::string out = expect_pass(s, "cma-withdraw ok");
     // The receives read the reused buffers through the mapping and found
     // the sender's epoch moved.
     EXPECT_GE(count(out, "-byte region of rank 0"), 1u) << out;
@@ -334,10 +321,7 @@ TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     RunSpec s;
     s.ranks = 3;
     s.args = {"depart"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(0, st) << out;
-    EXPECT_EQ(3u, count(out, "depart ok")) << out;
+    const std::string out = expect_pass(s, "depart ok");
     EXPECT_EQ(0u, count(out, "failed:")) << "rank 0 left after destroying its "
         "communicator; the others must not report it as failed:\n" << out;
     EXPECT_EQ(0u, count(out, "UCX  WARN")) << out;
