@@ -88,8 +88,11 @@ run() {
     local -a before
     for i in $(seq 0 $((n - 1))); do before[$i]=$(tx_bytes "$NS0" "rl${TAG}a$i"); done
     local port=$((20000 + (TAG + n * 97 + ${2:+1}0) % 20000))
+    # UCX's info log names each endpoint's lanes (ep_cfg lines): printed
+    # with the ranks' output when a rail starves.
     local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
-        P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000"
+        P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000
+        UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info}"
     PIDS=""
     ip netns exec "$NS0" env $common RANK=0 P2P_RAILS="$r0" timeout 50 "$BW" \
         >"$TMP/r0.$n" 2>&1 & PIDS="$!"
@@ -112,10 +115,12 @@ run() {
         [ $d -ge $((total / n / 4)) ] || starved+=" $i"
     done
     if [ -n "$starved" ]; then
-        # Every rail's count and both ranks' output, for the record. UCX
-        # occasionally builds the endpoint without one of the lanes (seen
-        # 2 times in about 10 CI runs of this script, never locally): one
-        # retry; starving twice in a row fails.
+        # Every rail's count and both ranks' output (with UCX's ep_cfg
+        # lane lines), for the record. Now and then UCX moves (nearly)
+        # nothing on one of the rails (3 times in about 12 CI runs of this
+        # script; locally once in 15 runs beside three busy loops, never on
+        # an idle machine; cause not found yet): one retry; starving twice
+        # in a row fails.
         echo "netns_rails: $n rail(s): rail(s)$starved carried less than" \
              "a quarter of an even share:$line"
         cat "$TMP/r0.$n" "$TMP/r1.$n"
