@@ -12,8 +12,10 @@ each (medians reported):
   * mpi_bw (tools/bench/mpi_bw.cc, built here with mpicxx) over OpenMPI
     pml ob1 and pml ucx, --bind-to core
 with the same window, iterations and buffer mode, then the 8-byte latency
-and message-rate points, the 128x512K batch against MPI with the same
-window, communicator setup (2 ranks) and memory per communicator (8 ranks).
+and message-rate points (rate streams as tag_bw does: at most W sends in
+flight, W receives posted, one final ack), the 128x512K batch against MPI
+with the same window, communicator setup (2 ranks) and memory per
+communicator (8 ranks).
 Writes results.csv (every repetition), summary.csv (medians and ratios),
 summary.md, bw_<transport>.png and prints the ratio table.
 Standard library only; the plot uses gnuplot (Debian gnuplot-nox) or
