@@ -183,6 +183,9 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     double total_us = 0;
     p2p_status_t st = P2P_OK;
 
+    /* ucx_perftest tag_lat's order (run_ping_pong) and mpi_bw's: rank 0
+     * sends, then posts the receive for the echo; rank 1 posts its receive,
+     * waits, echoes, and posts the next receive after echoing. */
     auto slot = [&](uint64_t i) { return s.data.data() + (i % nslots) * stride; };
     if (s.rank == 1) {
         st = p2p_comm_recv(comm, peer, tag, slot(0), size, mem, nullptr);
@@ -199,9 +202,10 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
                 fill_pattern(buf, size, i);
             }
             double t0 = now_us();
-            st = p2p_comm_recv(comm, peer, tag, buf, size, mem, nullptr);
+            st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
             if (st == P2P_OK) {
-                st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
+                /* the echo lands in buf only after rank 1 got all of it */
+                st = p2p_comm_recv(comm, peer, tag, buf, size, mem, nullptr);
             }
             if (st == P2P_OK) {
                 st = rp.reap_both(1, &ts, 1, &tr);
@@ -217,15 +221,15 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
             }
         } else {
             st = rp.reap(P2P_QUEUE_RECV, 1, &tr);
-            if (st == P2P_OK && i + 1 < warm + iters) {
-                st = p2p_comm_recv(comm, peer, tag, slot(i + 1), size, mem,
-                                   nullptr);
-            }
             if (st == P2P_OK) {
                 if (o.check && !check_pattern(buf, size, i)) {
                     ++bad;
                 }
                 st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
+            }
+            if (st == P2P_OK && i + 1 < warm + iters) {
+                st = p2p_comm_recv(comm, peer, tag, slot(i + 1), size, mem,
+                                   nullptr);
             }
             if (st == P2P_OK) {
                 st = rp.reap(P2P_QUEUE_SEND, 1, &ts);
