@@ -51,15 +51,21 @@ public:
     /** Called, with the worker lock held, for every post of receives and
      *  every post of sends that left one in flight (a send completed inside
      *  the post needs no progress: a stream of small sends makes no system
-     *  call each): records it for a thread about to sleep. Returns true if the thread sleeps, then the
-     *  caller calls kick() once the lock is released. The thread decides to
-     *  sleep under the same lock (after ucp_worker_arm), so either it sees
-     *  this post or this sees it sleeping: no wake-up is lost, and a post
-     *  costs no atomic read-modify-write. */
+     *  call each): records it for a thread about to sleep. Returns true if
+     *  the thread sleeps, then the caller calls kick() once the lock is
+     *  released. The thread decides to sleep under the same lock (after
+     *  ucp_worker_arm), so either it sees this post or this sees it
+     *  sleeping: no wake-up is lost, and a post costs no atomic
+     *  read-modify-write. The first post to see it asleep takes the flag
+     *  down, so a burst of posts wakes it with one kick, not one each. */
     bool note_post_locked() {
         posts_.store(posts_.load(std::memory_order_relaxed) + 1,
                      std::memory_order_relaxed);
-        return sleeping_.load(std::memory_order_relaxed);
+        if (!sleeping_.load(std::memory_order_relaxed)) {
+            return false;
+        }
+        sleeping_.store(false, std::memory_order_relaxed);
+        return true;
     }
     /** Wake the thread from its sleep (see note_post_locked). */
     void kick();
@@ -108,8 +114,9 @@ private:
     int epoll_fd_ = -1;
     std::thread thread_;
     std::atomic<bool> stop_{false};
-    // Written under the worker lock (sleeping_ set there; cleared by the
-    // thread after its sleep, a stale true only costs a spurious kick).
+    // Set under the worker lock by the thread before it sleeps; cleared
+    // under it by the post that kicks it, and by the thread after its sleep
+    // (a stale true only costs a spurious kick).
     std::atomic<bool> sleeping_{false};
     std::atomic<uint64_t> posts_{0};
     // Bumped by every user-driven progress call; the thread notices the
