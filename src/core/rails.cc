@@ -254,6 +254,14 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     for (const std::string &n : plan.notes) {
         P2P_LOG(P2P_LOG_INFO, "rails: %s", n.c_str());
     }
+    {
+        unsigned major = 0, minor = 0, release = 0;
+        ucp_get_version(&major, &minor, &release);
+        std::string note = topo::tcp_rails_ucx_note(plan, major, minor);
+        if (!note.empty()) {
+            P2P_LOG(P2P_LOG_INFO, "rails: %s", note.c_str());
+        }
+    }
     for (const auto &kv : plan.ucx_settings) {
         if (kv.first.compare(0, 4, "UCX_") != 0 || std::getenv(kv.first.c_str()) != nullptr) {
             continue;  // the plan already skips user settings; be safe

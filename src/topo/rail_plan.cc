@@ -539,6 +539,23 @@ std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
            "loaded (LD_LIBRARY_PATH, or configure ucxp2p --with-ucx=DIR).";
 }
 
+std::string tcp_rails_ucx_note(const RailPlan &plan, unsigned ucx_major,
+                               unsigned ucx_minor) {
+    size_t n = 0;
+    for (const PlannedNic &pn : plan.nics) {
+        n += pn.tcp ? 1 : 0;
+    }
+    if (n < 2 || ucx_major > 1 || (ucx_major == 1 && ucx_minor >= 20)) {
+        return "";
+    }
+    return std::to_string(n) + " tcp rails: UCX " + std::to_string(ucx_major) +
+           "." + std::to_string(ucx_minor) +
+           " pairs tcp lanes in each host's device order without checking "
+           "routes (UCX >= 1.20 does); when hosts list the rails in different "
+           "orders and each rail is its own subnet, some rails may carry "
+           "nothing (docs/PERFORMANCE-RAILS.md)";
+}
+
 std::string rail_plan_describe(const RailPlan &p) {
     std::ostringstream os;
     os << "local rank " << p.local_rank << ":";

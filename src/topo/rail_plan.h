@@ -90,6 +90,13 @@ p2p_status_t plan_rails(const Machine &machine, const PlanInput &in,
 std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
                             unsigned ucx_minor);
 
+/** A note for plans with two or more tcp rails under a UCX older than
+ *  1.20: it pairs an endpoint's tcp lanes in device (sysfs) order without
+ *  checking routes, so rails in separate subnets may pair across subnets
+ *  and some carry nothing (docs/PERFORMANCE-RAILS.md). "" otherwise. */
+std::string tcp_rails_ucx_note(const RailPlan &plan, unsigned ucx_major,
+                               unsigned ucx_minor);
+
 /** Multi-line human summary of a plan (p2p_info). */
 std::string rail_plan_describe(const RailPlan &plan);
 

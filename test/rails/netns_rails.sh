@@ -112,7 +112,7 @@ run() {
     # with the ranks' output when a rail starves.
     local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
         P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000
-        UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info}"
+        UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info} P2P_LOG_LEVEL=info"
     PIDS=""
     ip netns exec "$NS0" env $common RANK=0 P2P_RAILS="$r0" timeout 50 "$BW" \
         >"$TMP/r0.$n" 2>&1 & PIDS="$!"
@@ -127,6 +127,16 @@ run() {
     fi
     MIBS=$(sed -n 's/.*= \([0-9.]*\) MiB\/s/\1/p' "$TMP/r0.$n")
     [ -n "$MIBS" ] || { echo "netns_rails: FAIL: no result"; cat "$TMP/r0.$n"; exit 1; }
+    # With several tcp rails and a UCX older than 1.20 (no route check when
+    # pairing lanes) the library says so in its rail log.
+    local v
+    v=$(sed -n 's/.*UCX  INFO  Version \([0-9]*\.[0-9]*\).*/\1/p' "$TMP/r0.$n" | head -1)
+    if [ "$n" -ge 2 ] && [ -n "$v" ] &&
+        awk -v v="$v" 'BEGIN { split(v, a, "."); exit !(a[1] == 1 && a[2] < 20) }' &&
+        ! grep -q "rails: $n tcp rails: UCX $v pairs" "$TMP/r0.$n"; then
+        echo "netns_rails: FAIL: $n rail(s): no tcp-rails note with UCX $v"
+        cat "$TMP/r0.$n"; exit 1
+    fi
     local total=$((RAILS_BW_COUNT * RAILS_BW_SIZE)) line="" starved=""
     for i in $(seq 0 $((n - 1))); do
         local d=$(( $(tx_bytes "$NS0" "${RAIL[$i]}") - before[i] ))

@@ -334,6 +334,24 @@ TEST(RailPlan, BadRankAndRailsAreRejected) {
     EXPECT_EQ("no rdma devices", p.reason);
 }
 
+TEST(RailPlan, TcpRailsNoteNeedsTwoTcpRailsAndOldUcx) {
+    RailPlan p;
+    PlannedNic eth;
+    eth.tcp = true;
+    eth.nic.name = "eth1";
+    p.nics.push_back(eth);
+    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 13));  // one rail: nothing to pair
+    eth.nic.name = "eth2";
+    p.nics.push_back(eth);
+    std::string n = tcp_rails_ucx_note(p, 1, 13);
+    EXPECT_NE(std::string::npos, n.find("2 tcp rails")) << n;
+    EXPECT_NE(std::string::npos, n.find("1.20")) << n;
+    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 20));
+    EXPECT_EQ("", tcp_rails_ucx_note(p, 2, 0));
+    p.nics[1].tcp = false;  // an rdma rail beside one tcp rail
+    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 13));
+}
+
 TEST(RailPlan, EfaWarningNeedsEfaAndOldUcx) {
     Machine m;
     EXPECT_EQ("", efa_ucx_warning(m, 1, 13));
