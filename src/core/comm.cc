@@ -342,17 +342,17 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
         }
         cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
         Progress &pr = ctx_->progress();
-        const int64_t inflight = pr.inflight_locked();
         pr.ops_posted(count);
+        bool in_flight = false;
         for (size_t i = 0; i < count; ++i) {
-            post_one(is_send, items[i], eps[i]);
+            in_flight |= post_one(is_send, items[i], eps[i]);
         }
         // Sends that completed inside the post (small messages) leave no
         // work behind: a stream of them must not wake the progress thread
         // (a system call each, and a thread competing for the core).
         // Receives and sends still in flight do (a receive may have matched
         // a single-copy request whose answer needs progress).
-        if (!is_send || pr.inflight_locked() != inflight) {
+        if (!is_send || in_flight) {
             kick = pr.note_post_locked();
         }
     }
@@ -362,7 +362,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     return P2P_OK;
 }
 
-p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
+bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     Op *op = alloc_op();
     op->comm = this;
     op->mem = it.mem;
@@ -378,7 +378,7 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     if (is_send && peer.cma && !peer.cma_off &&
         it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_)) {
         post_rts(op, it, ep);
-        return P2P_OK;
+        return true;  // waits for the receiver's answer
     }
 
     ucp_request_param_t prm = {};
@@ -416,18 +416,21 @@ p2p_status_t Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
         if (UCS_PTR_IS_PTR(req)) {
             ucp_request_free(req);
         }
-        if (is_send) complete(op, op->post_status, op->post_bytes);
-        else recv_done(op, op->post_status, op->post_bytes, op->post_tag);
-        return P2P_OK;
+        if (is_send) {
+            complete(op, op->post_status, op->post_bytes);
+            return false;
+        }
+        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+        return true;  // receives are reported in flight (see post())
     }
     if (UCS_PTR_IS_PTR(req)) {
         op->request = req;
         link(op);
-        return P2P_OK;
+        return true;
     }
     // Completed at once without a callback (a send; or an error).
     complete(op, UCS_PTR_STATUS(req), is_send ? it.length : 0);
-    return P2P_OK;
+    return false;
 }
 
 void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {

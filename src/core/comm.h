@@ -172,7 +172,9 @@ private:
 
     Comm() = default;
     p2p_status_t get_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
-    p2p_status_t post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
+    /** Post one item (errors complete it); true if it is still in flight
+     *  afterwards, false if it completed inside the call. */
+    bool post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
     Op *alloc_op();   // worker lock held
     void free_op(Op *op);
     void link(Op *op);

@@ -77,7 +77,6 @@ public:
      *  made under it), so the count is updated without an atomic
      *  read-modify-write; the thread only reads it. */
     void ops_posted(size_t n) { bump(&inflight_, static_cast<int64_t>(n)); }
-    int64_t inflight_locked() const { return inflight_.load(std::memory_order_relaxed); }
     void op_completed() { bump(&inflight_, -1); }
 
     /** One ucp_worker_progress call from a user thread if nobody else holds
