@@ -49,19 +49,26 @@ ip -n "$NS0" link set lo up && ip -n "$NS1" link set lo up || exit 1
 # lane out of another veth, and some rails carried nothing (a starved rail
 # in about 1 of 15 runs; the ep_cfg and connect() lines showed it). So each
 # pair is renamed until both namespaces list the rails in the same order.
-rails_order() { ip netns exec "$1" ls -U /sys/class/net | grep "^rl${TAG}x" | tr '\n' ' '; }
+# The hash is close to linear in the name, so names that differ in one
+# character keep their relative order in most pairs of namespaces: a rail can
+# need dozens of names (up to 39 in 31 trials with counter names; random
+# ones spread better), hence random names and a generous bound. The
+# namespaces are private, so the names need no job tag.
+rails_order() { ip netns exec "$1" ls -U /sys/class/net | grep '^rl[0-9]*q' | tr '\n' ' '; }
 declare -a RAIL
+renames=0
 for i in $(seq 0 $((NPAIRS - 1))); do
     try=0
     while :; do
-        RAIL[$i]=rl${TAG}x$try$i
+        RAIL[$i]=rl${try}q${RANDOM}_$i
         ip link add "${RAIL[$i]}" netns "$NS0" type veth peer name "${RAIL[$i]}" \
             netns "$NS1" || skip "cannot create veth pairs"
         [ "$(rails_order "$NS0")" = "$(rails_order "$NS1")" ] && break
         ip -n "$NS0" link del "${RAIL[$i]}" || exit 1
         try=$((try + 1))
-        [ $try -lt 60 ] || skip "cannot give both namespaces the same device order"
+        [ $try -lt 1000 ] || skip "cannot give both namespaces the same device order"
     done
+    renames=$((renames + try))
 done
 for i in $(seq 0 $((NPAIRS - 1))); do
     d=${RAIL[$i]}
@@ -73,7 +80,7 @@ for i in $(seq 0 $((NPAIRS - 1))); do
             burst 256kb latency 50ms || skip "tc tbf unavailable"
     done
 done
-echo "netns_rails: rails in sysfs order on both sides: $(rails_order "$NS0")"
+echo "netns_rails: rails in sysfs order on both sides ($renames renames): $(rails_order "$NS0")"
 
 # Both ends of every veth must have carrier before UCX looks for devices:
 # UCX skips an interface that is not yet running ("device not available").
