@@ -227,11 +227,17 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     }
     s.numa = plan.numa;
     {
+        unsigned major = 0, minor = 0, release = 0;
+        ucp_get_version(&major, &minor, &release);
+        // Several tcp rails under a UCX that pairs lanes without a route
+        // check: logged with the plan's other notes below.
+        std::string tcp_note = topo::tcp_rails_ucx_note(plan, major, minor);
+        if (!tcp_note.empty()) {
+            plan.notes.push_back(tcp_note);
+        }
         // EFA machines with a UCX too old to drive EFA: say so with the fix
         // (once per process), instead of silently falling back to tcp.
         static std::once_flag efa_once;
-        unsigned major = 0, minor = 0, release = 0;
-        ucp_get_version(&major, &minor, &release);
         std::string warn = topo::efa_ucx_warning(s.topo->machine(), major, minor);
         if (!warn.empty()) {
             std::call_once(efa_once, [&] { P2P_LOG(P2P_LOG_WARN, "rails: %s", warn.c_str()); });
@@ -253,14 +259,6 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
             plan.numa, plan.nics.size(), plan.reason.c_str());
     for (const std::string &n : plan.notes) {
         P2P_LOG(P2P_LOG_INFO, "rails: %s", n.c_str());
-    }
-    {
-        unsigned major = 0, minor = 0, release = 0;
-        ucp_get_version(&major, &minor, &release);
-        std::string note = topo::tcp_rails_ucx_note(plan, major, minor);
-        if (!note.empty()) {
-            P2P_LOG(P2P_LOG_INFO, "rails: %s", note.c_str());
-        }
     }
     for (const auto &kv : plan.ucx_settings) {
         if (kv.first.compare(0, 4, "UCX_") != 0 || std::getenv(kv.first.c_str()) != nullptr) {
