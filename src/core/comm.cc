@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 namespace ucxp2p {
 
@@ -69,7 +70,7 @@ template <class Done>
 bool progress_until(Context &ctx, Done done, int64_t deadline_ns) {
     for (;;) {
         {
-            std::lock_guard<std::mutex> lock(ctx.worker_mu());
+            std::lock_guard<Mutex> lock(ctx.worker_mu());
             ctx.progress().progress_locked();
             if (done()) {
                 return true;
@@ -204,7 +205,7 @@ Comm::~Comm() {
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
     {
-        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
         send_goodbyes();
         for (uint32_t r = 0; r < size_; ++r) {
             if (peers_[r].ep == nullptr) continue;
@@ -234,7 +235,7 @@ Comm::~Comm() {
     }
     ctx_->remove_deferred_hook(this);
     {
-        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
         for (Op *op = ops_; op != nullptr; op = op->next) {
             op->comm = nullptr;  // orphan: UCX still owns the request
         }
@@ -315,7 +316,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     ucp_ep_h *eps = count > 1 ? many_eps.data() : &one_ep;
     bool kick = false;
     {
-        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
         if (shut_.load()) {
             if (bad_index_p != nullptr) *bad_index_p = 0;
             return P2P_ERR_SHUTDOWN;
@@ -467,13 +468,16 @@ void Comm::finish(Op *op, p2p_status_t ps, size_t bytes) {
     free_op(op);
 }
 
+static_assert(std::is_trivially_copyable<Op>::value, "Op is reset by copy");
+static const Op kFreshOp{};
+
 Op *Comm::alloc_op() {
     if (free_ops_.empty()) {
         return new Op();
     }
     Op *op = free_ops_.back();
     free_ops_.pop_back();
-    *op = Op();
+    std::memcpy(static_cast<void *>(op), &kFreshOp, kOpResetBytes);
     return op;
 }
 
@@ -554,7 +558,7 @@ void Comm::send_goodbyes() {
 void Comm::shutdown() {
     shut_.store(true);
     {
-        std::lock_guard<std::mutex> lock(ctx_->worker_mu());
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
         std::vector<void *> recvs;
         std::vector<bool> has_send(size_, false);
         for (Op *op = ops_; op != nullptr; op = op->next) {

@@ -21,6 +21,7 @@
 #include <ucxp2p/p2p.h>
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -67,14 +68,11 @@ struct Op {
     bool bounced = false;        // small receive landed in bounce[] first
     uint32_t seq = 0;
     uint64_t split = 0;          // split send: where the sender's part starts
-    cma::Rts rts{};              // split receive: the sender's request
     cma::ReadResult head = cma::ReadResult::OK;  // split receive: head read
     int head_err = 0;
     ucs_status_t rts_status = UCS_OK;  // RTS send failed synchronously
     void *buffer = nullptr;      // the user's buffer and length
     size_t length = 0;
-    cma::Ack ack{};
-    alignas(8) uint8_t bounce[sizeof(cma::Rts)];
     // UCX may run the callback inside the posting call (e.g. a receive that
     // matches a message already here); the callback then only records the
     // result and the poster completes the operation after the call returns.
@@ -83,7 +81,16 @@ struct Op {
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
     uint64_t post_tag = 0;
+
+    // Scratch, always written before it is read, so a recycled Op is not
+    // cleared past here (Comm::alloc_op resets the fields above only: the
+    // message-rate path pays for ~120 bytes, not the whole record).
+    cma::Rts rts{};              // split receive: the sender's request
+    cma::Ack ack{};              // control receives land here
+    alignas(8) uint8_t bounce[sizeof(cma::Rts)];  // small receive, see bounced
 };
+/** Bytes of Op that Comm::alloc_op resets on reuse. */
+constexpr size_t kOpResetBytes = offsetof(Op, rts);
 
 /** A block to post, validated. */
 struct PostItem {

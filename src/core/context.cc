@@ -297,19 +297,19 @@ void Context::release_comm_id(unsigned id) {
 }
 
 void Context::add_deferred_hook(const void *owner, std::function<void()> hook) {
-    std::lock_guard<std::mutex> lock(worker_mu_);
+    std::lock_guard<Mutex> lock(worker_mu_);
     hooks_.emplace_back(owner, std::move(hook));
 }
 
 void Context::remove_deferred_hook(const void *owner) {
-    std::lock_guard<std::mutex> lock(worker_mu_);
+    std::lock_guard<Mutex> lock(worker_mu_);
     for (auto it = hooks_.begin(); it != hooks_.end();) {
         it = (it->first == owner) ? hooks_.erase(it) : it + 1;
     }
 }
 
 void Context::set_goodbye_handler(unsigned comm_id, std::function<void(uint32_t)> h) {
-    std::lock_guard<std::mutex> lock(worker_mu_);
+    std::lock_guard<Mutex> lock(worker_mu_);
     if (comm_id < goodbye_.size()) goodbye_[comm_id] = std::move(h);
 }
 

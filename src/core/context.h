@@ -49,7 +49,7 @@ public:
 
     ucp_context_h ucp() const { return ucp_.get(); }
     ucp_worker_h worker() const { return worker_.get(); }
-    std::mutex &worker_mu() { return worker_mu_; }
+    Mutex &worker_mu() { return worker_mu_; }
     Progress &progress() { return *progress_; }
     const UcpAddress &address() const { return address_; }
     const ContextSettings &settings() const { return settings_; }
@@ -95,7 +95,7 @@ private:
     UcpContext ucp_;
     UcpWorker worker_;
     UcpAddress address_;
-    std::mutex worker_mu_;
+    Mutex worker_mu_;
     std::unique_ptr<Progress> progress_;
 
     std::mutex ids_mu_;

@@ -33,7 +33,7 @@ void CompletionQueue::push(const p2p_completion_t &entry) {
     // never sees an operation as neither pending nor queued.
     add(&pending_, static_cast<size_t>(-1));
     if (waiters_.load(std::memory_order_seq_cst) > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<Mutex> lock(mu_);
         cv_.notify_all();
     }
 }
@@ -42,7 +42,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
     if (empty()) {
         return 0;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<Mutex> lock(mu_);
     uint64_t popped = popped_.load(std::memory_order_relaxed);
     uint64_t avail = pushed_.load(std::memory_order_acquire) - popped;
     size_t n = 0;
@@ -62,7 +62,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
 }
 
 bool CompletionQueue::wait_nonempty(int timeout_ms) {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<Mutex> lock(mu_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
     auto nonempty = [this] {
         return pushed_.load(std::memory_order_seq_cst) !=
@@ -80,7 +80,7 @@ bool CompletionQueue::wait_nonempty(int timeout_ms) {
 }
 
 void CompletionQueue::notify_all() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<Mutex> lock(mu_);
     cv_.notify_all();
 }
 

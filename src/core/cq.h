@@ -14,6 +14,8 @@
 #ifndef UCXP2P_CORE_CQ_H
 #define UCXP2P_CORE_CQ_H
 
+#include "core/lock.h"
+
 #include <ucxp2p/p2p.h>
 
 #include <atomic>
@@ -72,8 +74,8 @@ private:
     Segment *tail_;
     size_t tail_pos_ = 0;
     // Consumer side (under mu_).
-    mutable std::mutex mu_;
-    std::condition_variable cv_;
+    mutable Mutex mu_;
+    std::condition_variable_any cv_;
     Segment *head_;
     size_t head_pos_ = 0;
 

@@ -26,7 +26,7 @@ constexpr int64_t kUserDrivingNs = 2000000;  // 2 ms
 constexpr int64_t kMinUserNapNs = 200000;    // 200 us
 }
 
-Progress::Progress(ucp_worker_h worker, std::mutex &worker_mu,
+Progress::Progress(ucp_worker_h worker, Mutex &worker_mu,
                    const Options &opts, std::function<void()> after_progress)
     : worker_(worker), worker_mu_(worker_mu), opts_(opts),
       after_progress_(std::move(after_progress)) {}
@@ -105,7 +105,7 @@ bool Progress::try_progress_from_user() {
                       std::memory_order_relaxed);
     // Consecutive polls that found another thread progressing.
     static thread_local unsigned busy_polls = 0;
-    std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
+    std::unique_lock<Mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
         // Another thread is progressing -- possibly for long (a single-copy
         // read of megabytes runs inside progress). When it shares our core
@@ -118,7 +118,9 @@ bool Progress::try_progress_from_user() {
         }
         return false;
     }
-    busy_polls = 0;
+    // busy_polls is not reset here: a thread-local in a shared library
+    // costs a __tls_get_addr call, on every poll; a stale count only
+    // yields once a little earlier next time the lock is busy.
     ucp_worker_progress(worker_);
     after_progress_();
     return true;
@@ -159,7 +161,7 @@ void Progress::run() {
         uint64_t posts;
         unsigned n;
         {
-            std::lock_guard<std::mutex> lock(worker_mu_);
+            std::lock_guard<Mutex> lock(worker_mu_);
             posts = posts_.load(std::memory_order_relaxed);
             n = progress_locked();
         }
@@ -216,7 +218,7 @@ void Progress::run() {
         ucs_status_t st;
         bool quiet = false;
         {
-            std::lock_guard<std::mutex> lock(worker_mu_);
+            std::lock_guard<Mutex> lock(worker_mu_);
             st = ucp_worker_arm(worker_);
             // Decided under the lock posts take: a post made since our
             // progress call is seen here (posts_ changed), and one made

@@ -17,6 +17,8 @@
 #include <ucxp2p/p2p.h>
 #include <ucp/api/ucp.h>
 
+#include "core/lock.h"
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -37,7 +39,7 @@ public:
 
     /** after_progress runs (with the worker lock held) after each progress
      *  call: deferred work such as closing failed endpoints. */
-    Progress(ucp_worker_h worker, std::mutex &worker_mu, const Options &opts,
+    Progress(ucp_worker_h worker, Mutex &worker_mu, const Options &opts,
              std::function<void()> after_progress);
     ~Progress();
     Progress(const Progress &) = delete;
@@ -105,7 +107,7 @@ private:
     void sleep_on_wake_fd(int64_t ns);
 
     ucp_worker_h worker_;
-    std::mutex &worker_mu_;
+    Mutex &worker_mu_;
     Options opts_;
     std::function<void()> after_progress_;
     int worker_efd_ = -1;

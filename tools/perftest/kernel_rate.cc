@@ -49,7 +49,7 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
     char *ack = s.ctrl.data() + kCtrlAckRecv;
     p2p_status_t st = p2p_comm_recv(comm, 1, s.tag_ack(), ack, 8,
                                     s.ctrl.mem(), nullptr);
-    std::vector<bool> busy(x.window, false);
+    std::vector<uint8_t> busy(x.window, 0); /* not vector<bool>: bit ops per message */
     std::vector<p2p_completion_t> got(x.window);
     uint64_t inflight = 0;
     double t_mark = now_us();
@@ -58,7 +58,7 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
             size_t k = 0;
             st = x.rp.take(P2P_QUEUE_SEND, got.data(), got.size(), &k, ts);
             for (size_t i = 0; i < k; ++i) {
-                busy[Stream::msg_of(got[i]) % x.window] = false;
+                busy[Stream::msg_of(got[i]) % x.window] = 0;
             }
             inflight -= k;
             continue;
@@ -69,7 +69,7 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
         }
         st = p2p_comm_send(comm, 1, x.tag(m), buf, x.size, s.data.mem(),
                            Stream::ctx_of(m));
-        busy[m % x.window] = true;
+        busy[m % x.window] = 1;
         ++inflight;
         ++m;
         if (samples != nullptr && (m - first) % x.window == 0) {
