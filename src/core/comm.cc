@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
-#include <type_traits>
 
 namespace ucxp2p {
 
@@ -270,12 +269,8 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
     p->comm->on_peer_error(p->rank, st);
 }
 
-p2p_status_t Comm::get_ep(uint32_t peer, ucp_ep_h *ep_p) {
+p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p) {
     Peer &p = peers_[peer];
-    if (p.ep != nullptr) {
-        *ep_p = p.ep;
-        return P2P_OK;
-    }
     if (p.failed) {
         return P2P_ERR_PEER_FAILURE;
     }
@@ -466,28 +461,6 @@ void Comm::finish(Op *op, p2p_status_t ps, size_t bytes) {
     ctx_->progress().op_completed();
     cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
     free_op(op);
-}
-
-static_assert(std::is_trivially_copyable<Op>::value, "Op is reset by copy");
-static const Op kFreshOp{};
-
-Op *Comm::alloc_op() {
-    if (free_ops_.empty()) {
-        return new Op();
-    }
-    Op *op = free_ops_.back();
-    free_ops_.pop_back();
-    std::memcpy(static_cast<void *>(op), &kFreshOp, kOpResetBytes);
-    return op;
-}
-
-void Comm::free_op(Op *op) {
-    constexpr size_t kMaxCached = 1024;
-    if (free_ops_.size() < kMaxCached) {
-        free_ops_.push_back(op);
-    } else {
-        delete op;
-    }
 }
 
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {

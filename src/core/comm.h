@@ -22,7 +22,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace ucxp2p {
@@ -91,6 +93,11 @@ struct Op {
 };
 /** Bytes of Op that Comm::alloc_op resets on reuse. */
 constexpr size_t kOpResetBytes = offsetof(Op, rts);
+static_assert(std::is_trivially_copyable<Op>::value, "Op is reset by copy");
+/** What alloc_op copies into a recycled Op. */
+inline const Op kFreshOp{};
+/** Recycled Op records a communicator keeps. */
+constexpr size_t kMaxCachedOps = 1024;
 
 /** A block to post, validated. */
 struct PostItem {
@@ -178,12 +185,38 @@ private:
     };
 
     Comm() = default;
-    p2p_status_t get_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
+    /** The endpoint to a peer, connected on first use. Worker lock held.
+     *  Inline: every post asks, and all but the first find it. */
+    p2p_status_t get_ep(uint32_t peer, ucp_ep_h *ep_p) {
+        ucp_ep_h ep = peers_[peer].ep;
+        if (ep == nullptr) {
+            return connect_ep(peer, ep_p);
+        }
+        *ep_p = ep;
+        return P2P_OK;
+    }
+    p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
     /** Post one item (errors complete it); true if it is still in flight
      *  afterwards, false if it completed inside the call. */
     bool post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
-    Op *alloc_op();   // worker lock held
-    void free_op(Op *op);
+    /** A cleared Op, recycled when one is cached. Worker lock held. */
+    Op *alloc_op() {
+        if (free_ops_.empty()) {
+            return new Op();
+        }
+        Op *op = free_ops_.back();
+        free_ops_.pop_back();
+        std::memcpy(static_cast<void *>(op), &kFreshOp, kOpResetBytes);
+        return op;
+    }
+    /** Back to the cache (bounded). Worker lock held. */
+    void free_op(Op *op) {
+        if (free_ops_.size() < kMaxCachedOps) {
+            free_ops_.push_back(op);
+        } else {
+            delete op;
+        }
+    }
     void link(Op *op);
     void unlink(Op *op);
     void handle_failures();  // deferred hook, worker lock held

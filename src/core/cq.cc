@@ -1,10 +1,14 @@
 #include "core/cq.h"
 
+#include "core/fence.h"
+
 #include <chrono>
 
 namespace ucxp2p {
 
-CompletionQueue::CompletionQueue() : tail_(new Segment()), head_(tail_) {}
+CompletionQueue::CompletionQueue() : tail_(new Segment()), head_(tail_) {
+    fence_init();  // before the first push or wait (see push)
+}
 
 CompletionQueue::~CompletionQueue() {
     while (head_ != nullptr) {
@@ -24,15 +28,17 @@ void CompletionQueue::push(const p2p_completion_t &entry) {
         tail_pos_ = 0;
     }
     tail_->e[tail_pos_++] = entry;
-    // seq_cst: Dekker with wait_nonempty() (store entry count, load waiter
-    // count; the waiter does the reverse), so either the waiter sees the
-    // entry or we see the waiter.
     pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
-                  std::memory_order_seq_cst);
+                  std::memory_order_release);
     // Finished: no longer pending. After the entry is visible, so a reader
     // never sees an operation as neither pending nor queued.
     add(&pending_, static_cast<size_t>(-1));
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    // Dekker with wait_nonempty() (store the entry count, fence, load the
+    // waiter count; the waiter does the reverse), so either the waiter sees
+    // the entry or we see the waiter. The fence is the light side of an
+    // asymmetric pair (core/fence.h): no mfence per message.
+    light_fence();
+    if (waiters_.load(std::memory_order_relaxed) > 0) {
         std::lock_guard<Mutex> lock(mu_);
         cv_.notify_all();
     }
@@ -64,6 +70,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
 bool CompletionQueue::wait_nonempty(int timeout_ms) {
     std::unique_lock<Mutex> lock(mu_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
+    heavy_fence();  // pairs with push()'s light_fence()
     auto nonempty = [this] {
         return pushed_.load(std::memory_order_seq_cst) !=
                popped_.load(std::memory_order_relaxed);  // popped_: under mu_

@@ -3,6 +3,7 @@
 // under ThreadSanitizer.
 #include "core/cq.h"
 #include "core/handles.h"
+#include "core/lock.h"
 
 #include <gtest/gtest.h>
 
@@ -124,6 +125,40 @@ TEST(CompletionQueue, WaitTimesOutWhenEmpty) {
                   std::chrono::steady_clock::now() - t0).count();
     EXPECT_GE(ms, 45);
     EXPECT_LT(ms, 5000);
+}
+
+TEST(Mutex, ExcludesAndSleepingWaitersAllGetIn) {
+    // More threads than this machine's cores, so waiters exhaust their spin
+    // and sleep on the futex: every increment must still land exactly once
+    // (a lost wake-up would hang the join; TSAN checks the ordering).
+    Mutex mu;
+    uint64_t counter = 0;  // plain: only the lock protects it
+    constexpr int kThreads = 6, kIters = 20000;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&] {
+            for (int i = 0; i < kIters; ++i) {
+                std::lock_guard<Mutex> lock(mu);
+                ++counter;
+                if (i % 1000 == 0) std::this_thread::yield();  // hold it a while
+            }
+        });
+    }
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(static_cast<uint64_t>(kThreads) * kIters, counter);
+}
+
+TEST(Mutex, TryLockFailsWhileHeldAndSucceedsAfter) {
+    Mutex mu;
+    ASSERT_TRUE(mu.try_lock());
+    std::thread other([&] { EXPECT_FALSE(mu.try_lock()); });
+    other.join();
+    mu.unlock();
+    std::thread again([&] {
+        EXPECT_TRUE(mu.try_lock());
+        mu.unlock();
+    });
+    again.join();
 }
 
 TEST(Registry, ConcurrentAddGetRemoveNeverReusesIds) {
