@@ -1,0 +1,98 @@
+#!/bin/bash
+# The 8-byte message rate of one or more built trees against ucx_perftest
+# tag_bw, alternated in rounds so that every round compares points taken
+# within the same minute (this machine's speed drifts by 3-4x between
+# phases: compare within a round, not across rounds).
+#
+#   tools/bench/rate_ab.sh [-n ROUNDS] [-t TLS] [-i] TREE...
+#
+# TREE: a configured and built ucxp2p tree (its .libs and
+# tools/perftest/.libs are used directly, so a tree may be a copy).
+# Each round: ucx_perftest tag_bw (server core 0, client core 1), then
+# p2p_perftest -t rate in each TREE (rank r pinned to core r % 2), all with
+# window 64 and 128000 timed messages. Prints msg/s and the ratio to the
+# round's ucx_perftest.
+#
+# -i: instead, count instructions per message (valgrind callgrind, one rank
+# at a time under valgrind, the other native): inclusive instructions of
+# perftest::run_rate divided by the messages it moved. Deterministic up to
+# the sender's retries when the shared-memory FIFO is full, so a single run
+# compares trees where timing cannot.
+set -euo pipefail
+rounds=3
+tls=shm,self
+icount=0
+while getopts "n:t:i" o; do
+    case $o in
+    n) rounds=$OPTARG ;;
+    t) tls=$OPTARG ;;
+    i) icount=1 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
+top=$(cd "$(dirname "$0")/../.." && pwd)
+p2prun=$top/tools/p2prun/p2prun
+[ -x "$p2prun" ] || { echo "rate_ab: build $top first (no $p2prun)" >&2; exit 1; }
+ncpu=$(nproc)
+work=$(mktemp -d /tmp/rate_ab.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# The per-rank wrapper: pinned; under callgrind for the rank in CG_RANK.
+cat >"$work/rank.sh" <<EOF
+#!/bin/sh
+r=\${RANK:-0}
+if [ "\$r" = "\${CG_RANK:-none}" ]; then
+    exec taskset -c \$((r % $ncpu)) valgrind -q --tool=callgrind \\
+        --callgrind-out-file="\$CG_OUT" "\$@"
+fi
+exec taskset -c \$((r % $ncpu)) "\$@"
+EOF
+chmod +x "$work/rank.sh"
+
+args=(-t rate -s 8 -n 2000 -w 200 -W 64 -q)
+p2p_rate() {  # TREE -> msg/s
+    UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$1/.libs" \
+        "$work/rank.sh" "$1/tools/perftest/.libs/p2p_perftest" "${args[@]}" --csv \
+        2>/dev/null | tail -1 | cut -d, -f14
+}
+ucx_rate() {  # -> msg/s
+    local port=$((20000 + RANDOM % 10000)) v
+    UCX_TLS=$tls taskset -c 0 ucx_perftest -t tag_bw -s 8 -n 128000 -w 12800 \
+        -O 64 -p $port >/dev/null 2>&1 &
+    sleep 0.5
+    v=$(UCX_TLS=$tls taskset -c $((1 % ncpu)) ucx_perftest 127.0.0.1 -t tag_bw \
+        -s 8 -n 128000 -w 12800 -O 64 -p $port -v 2>&1 |
+        grep -E '^ *[0-9]' | tail -1 | awk -F, '{print $8}')
+    wait
+    echo "${v:-0}"
+}
+icount_of() {  # TREE RANK -> instructions per message
+    local out=$work/cg.$2.out rr msgs
+    CG_RANK=$2 CG_OUT=$out UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- \
+        env LD_LIBRARY_PATH="$1/.libs" "$work/rank.sh" \
+        "$1/tools/perftest/.libs/p2p_perftest" -t rate -s 8 -n 2000 -w 10 -W 64 -q \
+        >/dev/null 2>&1
+    rr=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
+         grep -m1 'perftest::run_rate' | awk '{gsub(",", "", $1); print $1}')
+    msgs=$(( (2000 + 10) * 64 ))  # timed + warm-up iterations, W each
+    echo $(( ${rr:-0} / msgs ))
+}
+
+if [ $icount = 1 ]; then
+    command -v valgrind >/dev/null || { echo "rate_ab: -i needs valgrind" >&2; exit 1; }
+    for t in "$@"; do
+        echo "$t: sender $(icount_of "$t" 0) receiver $(icount_of "$t" 1) instructions/message"
+    done
+    exit 0
+fi
+for k in $(seq "$rounds"); do
+    u=$(ucx_rate)
+    line="round $k: ucx_perftest $u"
+    for t in "$@"; do
+        v=$(p2p_rate "$t")
+        line+="  $(basename "$t") $v ($(python3 -c "print(round(${v:-0}/max(${u:-0},1),2))")x)"
+    done
+    echo "$line"
+done
