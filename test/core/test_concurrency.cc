@@ -2,6 +2,7 @@
 // queue and the handle registry. Built into core_test, which CI also runs
 // under ThreadSanitizer.
 #include "core/cq.h"
+#include "core/fence.h"
 #include "core/handles.h"
 #include "core/lock.h"
 
@@ -86,8 +87,10 @@ TEST(CompletionQueue, FifoAcrossSegmentsAndPendingCount) {
     EXPECT_EQ(0u, q.pending());
 }
 
-TEST(CompletionQueue, PushWakesABlockedWaiterPromptly) {
-    // A lost wake-up would leave the waiter asleep for its whole timeout.
+namespace {
+
+/** A lost wake-up would leave the waiter asleep for its whole timeout. */
+void expect_push_wakes_waiter_promptly() {
     CompletionQueue q;
     constexpr int kRounds = 200;
     std::atomic<int> woken{0};
@@ -115,6 +118,23 @@ TEST(CompletionQueue, PushWakesABlockedWaiterPromptly) {
     }
     waiter.join();
     EXPECT_EQ(kRounds, woken.load());
+}
+
+} // namespace
+
+TEST(CompletionQueue, PushWakesABlockedWaiterPromptly) {
+    // With membarrier (where the kernel has it): push pays a compiler
+    // barrier, the waiter a system call (core/fence.h).
+    CompletionQueue warm;  // runs fence_init()
+    expect_push_wakes_waiter_promptly();
+}
+
+TEST(CompletionQueue, PushWakesABlockedWaiterPromptlyWithFullFences) {
+    // The fallback for kernels without membarrier: full fences both sides.
+    CompletionQueue warm;
+    bool was = fence_detail::g_asymmetric.exchange(false);
+    expect_push_wakes_waiter_promptly();
+    fence_detail::g_asymmetric.store(was);
 }
 
 TEST(CompletionQueue, WaitTimesOutWhenEmpty) {
