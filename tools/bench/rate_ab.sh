@@ -32,6 +32,13 @@ while getopts "n:t:i" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
+trees=()
+for t in "$@"; do
+    [ -x "$t/tools/perftest/.libs/p2p_perftest" ] ||
+        { echo "rate_ab: $t is not a built ucxp2p tree" >&2; exit 1; }
+    trees+=("$(cd "$t" && pwd)")
+done
+set -- "${trees[@]}"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 p2prun=$top/tools/p2prun/p2prun
 [ -x "$p2prun" ] || { echo "rate_ab: build $top first (no $p2prun)" >&2; exit 1; }
