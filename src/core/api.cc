@@ -94,7 +94,35 @@ void destroy_mem(MemEntry &e) {
     ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
 }
 
-/** Validate one block against comm; fills item. */
+/** A registration may serve comm's posts only if both belong to one context. */
+p2p_status_t check_mem_of(Comm &comm, const MemEntry &m) {
+    if (m.mem.ctx_id != comm.ctx_id()) {
+        P2P_LOG(P2P_LOG_ERROR, "comm %u: registration belongs to another context",
+                comm.id());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
+/** Validate one block against comm and its registration m (already
+ *  checked by check_mem_of); fills item. */
+p2p_status_t check_item(Comm &comm, uint32_t peer, uint32_t tensor_id,
+                        const void *buffer, size_t length, MemEntry &m,
+                        void *user_context, PostItem *item) {
+    if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
+    if (peer >= comm.size()) return P2P_ERR_BAD_RANK;
+    if (!m.mem.contains(buffer, length)) return P2P_ERR_NOT_REGISTERED;
+    item->peer = peer;
+    item->tensor_id = tensor_id;
+    item->buffer = const_cast<void *>(buffer);
+    item->length = length;
+    item->mem = &m.mem;
+    item->user_context = user_context;
+    return P2P_OK;
+}
+
+/** Validate one block against comm; fills item and holds its registration
+ *  in *mem_ref. */
 p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
                          const void *buffer, size_t length, p2p_mem_h mem,
                          void *user_context, PostItem *item,
@@ -102,22 +130,15 @@ p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
     Registry<MemEntry>::Ref m = g_mems.get(handle_id(mem));
     if (!m) return P2P_ERR_INVALID_HANDLE;
     if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
-    if (m->mem.ctx_id != comm.ctx_id()) {
-        P2P_LOG(P2P_LOG_ERROR, "comm %u: registration belongs to another context",
-                comm.id());
-        return P2P_ERR_INVALID_PARAM;
-    }
-    if (peer >= comm.size()) return P2P_ERR_BAD_RANK;
-    if (!m->mem.contains(buffer, length)) return P2P_ERR_NOT_REGISTERED;
-    item->peer = peer;
-    item->tensor_id = tensor_id;
-    item->buffer = const_cast<void *>(buffer);
-    item->length = length;
-    item->mem = &m->mem;
-    item->user_context = user_context;
-    *mem_ref = std::move(m);
-    return P2P_OK;
+    p2p_status_t st = check_mem_of(comm, *m);
+    if (st != P2P_OK) return st;
+    st = check_item(comm, peer, tensor_id, buffer, length, *m, user_context, item);
+    if (st == P2P_OK) *mem_ref = std::move(m);
+    return st;
 }
+
+/** Batches up to this many blocks are staged on the stack. */
+constexpr size_t kStackBlocks = 64;
 
 p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blocks,
                          size_t count, size_t *bad_index_p) {
@@ -126,19 +147,51 @@ p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blo
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (blocks == nullptr && count > 0) return P2P_ERR_INVALID_PARAM;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
-        std::vector<PostItem> items(count);
-        std::vector<Registry<MemEntry>::Ref> refs(count);
+        PostItem stack_items[kStackBlocks];
+        std::unique_ptr<PostItem[]> heap_items;
+        PostItem *items = stack_items;
+        if (count > kStackBlocks) {
+            heap_items.reset(new PostItem[count]);
+            items = heap_items.get();
+        }
+        // A batch usually draws on one registration (or a few): look each
+        // up once per run of blocks that name it, not once per block. The
+        // first is held here, any others in the vector (no allocation for
+        // the common case).
+        Registry<MemEntry>::Ref first_ref;
+        std::vector<Registry<MemEntry>::Ref> more_refs;
+        p2p_mem_h last_h = nullptr;
+        MemEntry *last = nullptr;
         for (size_t i = 0; i < count; ++i) {
             const p2p_block_t &b = blocks[i];
-            p2p_status_t st = check_block(*c->comm, b.peer, b.tensor_id, b.buffer,
-                                          b.length, b.mem, b.user_context,
-                                          &items[i], &refs[i]);
+            if (last == nullptr || b.mem != last_h) {
+                Registry<MemEntry>::Ref m = g_mems.get(handle_id(b.mem));
+                if (!m) {
+                    if (bad_index_p != nullptr) *bad_index_p = i;
+                    return P2P_ERR_INVALID_HANDLE;
+                }
+                if (b.buffer == nullptr) {  // as check_block: param before context
+                    if (bad_index_p != nullptr) *bad_index_p = i;
+                    return P2P_ERR_INVALID_PARAM;
+                }
+                p2p_status_t st = check_mem_of(*c->comm, *m);
+                if (st != P2P_OK) {
+                    if (bad_index_p != nullptr) *bad_index_p = i;
+                    return st;
+                }
+                last = m.get();
+                last_h = b.mem;
+                if (!first_ref) first_ref = std::move(m);
+                else more_refs.push_back(std::move(m));
+            }
+            p2p_status_t st = check_item(*c->comm, b.peer, b.tensor_id, b.buffer,
+                                         b.length, *last, b.user_context, &items[i]);
             if (st != P2P_OK) {
                 if (bad_index_p != nullptr) *bad_index_p = i;
                 return st;
             }
         }
-        return c->comm->post(is_send, items.data(), count, bad_index_p);
+        return c->comm->post(is_send, items, count, bad_index_p);
     });
 }
 

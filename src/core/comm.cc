@@ -305,10 +305,15 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     if (count == 0) {
         return P2P_OK;
     }
-    // One endpoint per item; no allocation for the common single post.
-    ucp_ep_h one_ep = nullptr;
-    std::vector<ucp_ep_h> many_eps(count > 1 ? count : 0);
-    ucp_ep_h *eps = count > 1 ? many_eps.data() : &one_ep;
+    // One endpoint per item; batches up to kStackEps need no allocation.
+    constexpr size_t kStackEps = 64;
+    ucp_ep_h stack_eps[kStackEps];
+    std::unique_ptr<ucp_ep_h[]> heap_eps;
+    ucp_ep_h *eps = stack_eps;
+    if (count > kStackEps) {
+        heap_eps.reset(new ucp_ep_h[count]);
+        eps = heap_eps.get();
+    }
     bool kick = false;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
@@ -429,11 +434,9 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     return false;
 }
 
-void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
+void Comm::complete_error(Op *op, ucs_status_t st) {
     p2p_status_t ps;
-    if (st == UCS_OK) {
-        ps = P2P_OK;
-    } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
+    if (st == UCS_ERR_MESSAGE_TRUNCATED) {
         ps = P2P_ERR_TRUNCATED;
     } else if (peers_[op->entry.peer].failed) {
         ps = P2P_ERR_PEER_FAILURE;
@@ -442,25 +445,10 @@ void Comm::complete(Op *op, ucs_status_t st, size_t bytes) {
     } else {
         ps = status_from_ucs(st);
     }
-    if (ps != P2P_OK) {
-        P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to/from rank %u tensor %u failed: %s",
-                id_, op->is_send ? "send" : "recv", op->entry.peer,
-                op->entry.tensor_id, ucs_status_string(st));
-    }
-    finish(op, ps, bytes);
-}
-
-void Comm::finish(Op *op, p2p_status_t ps, size_t bytes) {
-    if (op->request != nullptr) {
-        unlink(op);
-        op->request = nullptr;
-    }
-    op->entry.status = ps;
-    op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
-    op->mem->release();
-    ctx_->progress().op_completed();
-    cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
-    free_op(op);
+    P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to/from rank %u tensor %u failed: %s",
+            id_, op->is_send ? "send" : "recv", op->entry.peer,
+            op->entry.tensor_id, ucs_status_string(st));
+    finish(op, ps, 0);
 }
 
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {

@@ -150,7 +150,13 @@ public:
     bool is_shut() const { return shut_.load(); }
 
     /** Completion from UCX (worker lock held) or inline. */
-    void complete(Op *op, ucs_status_t st, size_t bytes);
+    void complete(Op *op, ucs_status_t st, size_t bytes) {
+        if (st == UCS_OK) {
+            finish(op, P2P_OK, bytes);
+        } else {
+            complete_error(op, st);
+        }
+    }
     /** A receive's UCX request finished: data, or an RTS to act on. */
     void recv_done(Op *op, ucs_status_t st, size_t bytes, uint64_t tag);
     /** A single-copy send's ACK receive finished. */
@@ -222,7 +228,20 @@ private:
     void handle_failures();  // deferred hook, worker lock held
     void close_eps();        // worker lock held
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
-    void finish(Op *op, p2p_status_t ps, size_t bytes);
+    /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
+    void finish(Op *op, p2p_status_t ps, size_t bytes) {
+        if (op->request != nullptr) {
+            unlink(op);
+            op->request = nullptr;
+        }
+        op->entry.status = ps;
+        op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
+        op->mem->release();
+        ctx_->progress().op_completed();
+        cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
+        free_op(op);
+    }
+    void complete_error(Op *op, ucs_status_t st);  // st != UCS_OK
     void post_rts(Op *op, const PostItem &it, ucp_ep_h ep);
     void on_rts(Op *op, const cma::Rts &rts);
     void on_split_rts(Op *op, const cma::Rts &rts);

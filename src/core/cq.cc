@@ -1,7 +1,5 @@
 #include "core/cq.h"
 
-#include "core/fence.h"
-
 #include <chrono>
 
 namespace ucxp2p {
@@ -18,30 +16,18 @@ CompletionQueue::~CompletionQueue() {
     }
 }
 
-void CompletionQueue::push(const p2p_completion_t &entry) {
-    if (tail_pos_ == kSegEntries) {
-        Segment *s = new Segment();
-        // Linked before the entry is published: a consumer that sees the
-        // entry's count also sees the link.
-        tail_->next.store(s, std::memory_order_release);
-        tail_ = s;
-        tail_pos_ = 0;
-    }
-    tail_->e[tail_pos_++] = entry;
-    pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
-                  std::memory_order_release);
-    // Finished: no longer pending. After the entry is visible, so a reader
-    // never sees an operation as neither pending nor queued.
-    add(&pending_, static_cast<size_t>(-1));
-    // Dekker with wait_nonempty() (store the entry count, fence, load the
-    // waiter count; the waiter does the reverse), so either the waiter sees
-    // the entry or we see the waiter. The fence is the light side of an
-    // asymmetric pair (core/fence.h): no mfence per message.
-    light_fence();
-    if (waiters_.load(std::memory_order_relaxed) > 0) {
-        std::lock_guard<Mutex> lock(mu_);
-        cv_.notify_all();
-    }
+void CompletionQueue::grow() {
+    Segment *s = new Segment();
+    // Linked before the entry is published: a consumer that sees the
+    // entry's count also sees the link.
+    tail_->next.store(s, std::memory_order_release);
+    tail_ = s;
+    tail_pos_ = 0;
+}
+
+void CompletionQueue::wake_waiters() {
+    std::lock_guard<Mutex> lock(mu_);
+    cv_.notify_all();
 }
 
 size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {

@@ -14,6 +14,7 @@
 #ifndef UCXP2P_CORE_CQ_H
 #define UCXP2P_CORE_CQ_H
 
+#include "core/fence.h"
 #include "core/lock.h"
 
 #include <ucxp2p/p2p.h>
@@ -39,8 +40,27 @@ public:
     void drop_pending(size_t n) { add(&pending_, 0 - n); }
 
     /** The operation finished: queue its entry (and it is no longer
-     *  pending). One producer at a time. */
-    void push(const p2p_completion_t &entry);
+     *  pending). One producer at a time. Inline: one per message. */
+    void push(const p2p_completion_t &entry) {
+        if (tail_pos_ == kSegEntries) {
+            grow();
+        }
+        tail_->e[tail_pos_++] = entry;
+        pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_release);
+        // Finished: no longer pending. After the entry is visible, so a
+        // reader never sees an operation as neither pending nor queued.
+        add(&pending_, static_cast<size_t>(-1));
+        // Dekker with wait_nonempty() (store the entry count, fence, load
+        // the waiter count; the waiter does the reverse), so either the
+        // waiter sees the entry or we see the waiter. The fence is the
+        // light side of an asymmetric pair (core/fence.h): no mfence per
+        // message.
+        light_fence();
+        if (waiters_.load(std::memory_order_relaxed) > 0) {
+            wake_waiters();
+        }
+    }
 
     /** Pop up to max entries; returns the count (0 when empty). */
     size_t pop(p2p_completion_t *out, size_t max);
@@ -65,6 +85,9 @@ private:
         p2p_completion_t e[kSegEntries];
         std::atomic<Segment *> next{nullptr};
     };
+
+    void grow();          // the tail segment is full: link a new one
+    void wake_waiters();  // under mu_
 
     static void add(std::atomic<size_t> *v, size_t d) {
         v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_release);
