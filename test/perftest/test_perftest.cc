@@ -233,6 +233,33 @@ TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {
     EXPECT_EQ(run(perftest() + " --alloc nosuch", 20).rc, 2);
 }
 
+// rate with batched posts: every free window slot in one send_batch, each
+// poll's reposts in one recv_batch; single-copy sizes included.
+TEST(Perftest, PostBatchRateMovesCheckedBytes) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2("-t rate -s 8,20000,300000 -n 10 -w 2 -W 8 "
+                        "--post-batch --check --json -q");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    jsonmini::Value doc;
+    std::string text = from_line(r.out, "{");
+    jsonmini::Parser p(text);
+    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    EXPECT_EQ(doc.at("posts").str, "batch");
+    const jsonmini::Value &res = doc.at("results");
+    ASSERT_EQ(res.arr.size(), 3u) << r.out;
+    for (const jsonmini::Value &v : res.arr) {
+        check_result(v);
+        ASSERT_TRUE(v.at("extra").has("blocks_per_post")) << r.out;
+        double per = v.at("extra").at("blocks_per_post").num;
+        EXPECT_GE(per, 1.0);
+        EXPECT_LE(per, 8.0);  /* never more than the window */
+    }
+    /* 8-byte sends complete inside the post: whole windows go at once */
+    EXPECT_GT(res.arr[0].at("extra").at("blocks_per_post").num, 4.0) << r.out;
+}
+
 TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";

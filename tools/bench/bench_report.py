@@ -75,8 +75,8 @@ def fmt(v, digits=2):
 
 def summary_rows(med):
     rows = []
-    order = {"bw": 0, "lat": 1, "rate": 2, "batch": 3, "setup": 4,
-             "first_msg": 5, "mem_per_comm": 6}
+    order = {"bw": 0, "lat": 1, "rate": 2, "rate_batched": 3, "batch": 4,
+             "setup": 5, "first_msg": 6, "mem_per_comm": 7}
     for key in sorted(med, key=lambda k: (k[0], order.get(k[1], 9), k[2])):
         transport, test, size = key
         m = med[key]

@@ -4,7 +4,7 @@
 # within the same minute (this machine's speed drifts by 3-4x between
 # phases: compare within a round, not across rounds).
 #
-#   tools/bench/rate_ab.sh [-n ROUNDS] [-t TLS] [-i] TREE...
+#   tools/bench/rate_ab.sh [-n ROUNDS] [-t TLS] [-a ARGS] [-i] TREE...
 #
 # TREE: a configured and built ucxp2p tree (its .libs and
 # tools/perftest/.libs are used directly, so a tree may be a copy).
@@ -13,6 +13,7 @@
 # window 64 and 128000 timed messages. Prints msg/s and the ratio to the
 # round's ucx_perftest.
 #
+# -a ARGS: more p2p_perftest options (e.g. --post-batch), split on spaces.
 # -i: instead, count instructions per message (valgrind callgrind, one rank
 # at a time under valgrind, the other native): inclusive instructions of
 # perftest::run_rate divided by the messages it moved. Deterministic up to
@@ -22,16 +23,18 @@ set -euo pipefail
 rounds=3
 tls=shm,self
 icount=0
-while getopts "n:t:i" o; do
+more=""
+while getopts "n:t:a:i" o; do
     case $o in
     n) rounds=$OPTARG ;;
     t) tls=$OPTARG ;;
+    a) more=$OPTARG ;;
     i) icount=1 ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,20p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
 trees=()
 for t in "$@"; do
     [ -x "$t/tools/perftest/.libs/p2p_perftest" ] ||
@@ -58,7 +61,8 @@ exec taskset -c \$((r % $ncpu)) "\$@"
 EOF
 chmod +x "$work/rank.sh"
 
-args=(-t rate -s 8 -n 2000 -w 200 -W 64 -q)
+# shellcheck disable=SC2206
+args=(-t rate -s 8 -n 2000 -w 200 -W 64 -q $more)
 p2p_rate() {  # TREE -> msg/s
     UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$1/.libs" \
         "$work/rank.sh" "$1/tools/perftest/.libs/p2p_perftest" "${args[@]}" --csv \
@@ -79,7 +83,7 @@ icount_of() {  # TREE RANK -> instructions per message
     local out=$work/cg.$2.out rr msgs
     CG_RANK=$2 CG_OUT=$out UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- \
         env LD_LIBRARY_PATH="$1/.libs" "$work/rank.sh" \
-        "$1/tools/perftest/.libs/p2p_perftest" -t rate -s 8 -n 2000 -w 10 -W 64 -q \
+        "$1/tools/perftest/.libs/p2p_perftest" -t rate -s 8 -n 2000 -w 10 -W 64 -q $more \
         >/dev/null 2>&1
     rr=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
          grep -m1 'perftest::run_rate' | awk '{gsub(",", "", $1); print $1}')

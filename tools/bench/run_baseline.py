@@ -13,7 +13,9 @@ each (medians reported):
     pml ob1 and pml ucx, --bind-to core
 with the same window, iterations and buffer mode, then the 8-byte latency
 and message-rate points (rate streams as tag_bw does: at most W sends in
-flight, W receives posted, one final ack), the 128x512K batch against MPI
+flight, W receives posted, one final ack; row rate_batched: the same stream
+posted with the batch calls, p2p_perftest --post-batch), the 128x512K batch
+against MPI
 with the same window, communicator setup (2 ranks) and memory per
 communicator (8 ranks).
 Writes results.csv (every repetition), summary.csv (medians and ratios),
@@ -266,10 +268,17 @@ class Runner:
             it = max(n // a.window, 8)
             r = self.p2p(tls, "rate", 8, it, max(2, it // 10), a.window)
             self.record(tr, "ucxp2p", "rate", 8, fget(r, "msg_rate"), "msg/s")
+            # The same stream posted with the batch calls (--post-batch): a
+            # row of its own beside the same baselines, no target of its own.
+            r = self.p2p(tls, "rate", 8, it, max(2, it // 10), a.window,
+                         extra=["--post-batch"])
+            self.record(tr, "ucxp2p", "rate_batched", 8, fget(r, "msg_rate"),
+                        "msg/s")
             u = self.ucx_perftest(tls, "tag_bw", 8, it * a.window,
                                   max(2, it // 10) * a.window)
-            self.record(tr, "ucx_perftest", "rate", 8, u and u["msg_rate"],
-                        "msg/s")
+            for test in ("rate", "rate_batched"):
+                self.record(tr, "ucx_perftest", test, 8, u and u["msg_rate"],
+                            "msg/s")
             if not a.no_mpi:
                 for pml in ("ob1", "ucx"):
                     m = self.mpi(pml, tr, "lat", 8, n, n // 10, 1)
@@ -277,8 +286,9 @@ class Runner:
                                 fget(m, "lat_p50_us"), "us")
                     m = self.mpi(pml, tr, "rate", 8, it, max(2, it // 10),
                                  a.window)
-                    self.record(tr, "mpi_" + pml, "rate", 8,
-                                fget(m, "msg_rate"), "msg/s")
+                    for test in ("rate", "rate_batched"):
+                        self.record(tr, "mpi_" + pml, test, 8,
+                                    fget(m, "msg_rate"), "msg/s")
 
     def batch_point(self):
         a = self.args

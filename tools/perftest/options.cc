@@ -159,6 +159,10 @@ void options_usage(const char *prog) {
         "                 ucx_perftest's UCX-allocated buffers)\n"
         "  --wait         complete with p2p_comm_wait instead of a\n"
         "                 p2p_comm_poll busy loop (the default)\n"
+        "  --post-batch   rate: post with p2p_comm_send_batch/recv_batch,\n"
+        "                 the sender every free window slot in one call,\n"
+        "                 the receiver all receives one poll completed\n"
+        "                 (extra column blocks_per_post: rank 0's average)\n"
         "  --check        fill payloads and verify them on receipt\n"
         "                 (slower; for correctness runs)\n"
         "  --timeout SEC  bound on one measurement point (60)\n"
@@ -174,7 +178,8 @@ void options_usage(const char *prog) {
 }
 
 int options_parse(int argc, char **argv, Options *opts) {
-    enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON, OPT_ALLOC };
+    enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON, OPT_ALLOC,
+           OPT_POST_BATCH };
     static const struct option kLong[] = {
         {"wait", no_argument, nullptr, OPT_WAIT},
         {"check", no_argument, nullptr, OPT_CHECK},
@@ -182,6 +187,7 @@ int options_parse(int argc, char **argv, Options *opts) {
         {"csv", no_argument, nullptr, OPT_CSV},
         {"json", no_argument, nullptr, OPT_JSON},
         {"alloc", required_argument, nullptr, OPT_ALLOC},
+        {"post-batch", no_argument, nullptr, OPT_POST_BATCH},
         {"quiet", no_argument, nullptr, 'q'},
         {"help", no_argument, nullptr, 'h'},
         {"version", no_argument, nullptr, 'V'},
@@ -230,6 +236,7 @@ int options_parse(int argc, char **argv, Options *opts) {
             o.lib_alloc = std::strcmp(optarg, "lib") == 0;
             break;
         case OPT_CHECK: o.check = true; break;
+        case OPT_POST_BATCH: o.post_batch = true; break;
         case OPT_TIMEOUT:
             ok = parse_u64(optarg, &v) && v > 0 && v <= 86400;
             o.timeout_s = static_cast<double>(v);

@@ -31,6 +31,7 @@ struct Options {
     Format format = Format::TABLE;
     std::string mem_type = "host";
     bool lib_alloc = false;           /* buffers from p2p_mem_alloc */
+    bool post_batch = false;          /* rate: post with the batch calls */
 };
 
 /**
