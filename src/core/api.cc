@@ -7,6 +7,7 @@
 #include "core/handles.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/stack_buf.h"
 #include "wireup/bootstrap.h"
 
 #include <ucxp2p/p2p.h>
@@ -147,13 +148,7 @@ p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blo
         if (!c) return P2P_ERR_INVALID_HANDLE;
         if (blocks == nullptr && count > 0) return P2P_ERR_INVALID_PARAM;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
-        PostItem stack_items[kStackBlocks];
-        std::unique_ptr<PostItem[]> heap_items;
-        PostItem *items = stack_items;
-        if (count > kStackBlocks) {
-            heap_items.reset(new PostItem[count]);
-            items = heap_items.get();
-        }
+        StackBuf<PostItem, kStackBlocks> items(count);
         // A batch usually draws on one registration (or a few): look each
         // up once per run of blocks that name it, not once per block. The
         // first is held here, any others in the vector (no allocation for
@@ -191,7 +186,7 @@ p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blo
                 return st;
             }
         }
-        return c->comm->post(is_send, items, count, bad_index_p);
+        return c->comm->post(is_send, items.data(), count, bad_index_p);
     });
 }
 

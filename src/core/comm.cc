@@ -1,5 +1,6 @@
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/stack_buf.h"
 #include "core/status.h"
 #include "wireup/bootstrap.h"
 
@@ -306,14 +307,7 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
         return P2P_OK;
     }
     // One endpoint per item; batches up to kStackEps need no allocation.
-    constexpr size_t kStackEps = 64;
-    ucp_ep_h stack_eps[kStackEps];
-    std::unique_ptr<ucp_ep_h[]> heap_eps;
-    ucp_ep_h *eps = stack_eps;
-    if (count > kStackEps) {
-        heap_eps.reset(new ucp_ep_h[count]);
-        eps = heap_eps.get();
-    }
+    StackBuf<ucp_ep_h, 64> eps(count);
     bool kick = false;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());

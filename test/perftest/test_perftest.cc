@@ -92,6 +92,23 @@ void expect_near_rel(double a, double b, double rel, const std::string &what) {
         << what << ": " << a << " vs " << b;
 }
 
+/** Run p2p_perftest on 2 ranks with args (which ask for --json) and parse
+ *  the document it prints; *out gets its stdout for messages. */
+::testing::AssertionResult run2_json(const std::string &args, jsonmini::Value *doc,
+                                     std::string *out) {
+    ProcResult r = run2(args);
+    *out = r.out;
+    if (r.rc != 0) {
+        return ::testing::AssertionFailure() << "exit " << r.rc << ": " << r.err;
+    }
+    std::string text = from_line(r.out, "{");
+    jsonmini::Parser p(text);
+    if (!p.parse(doc)) {
+        return ::testing::AssertionFailure() << p.error() << "\n" << r.out;
+    }
+    return ::testing::AssertionSuccess();
+}
+
 /** The checks every bandwidth/latency result must pass. */
 void check_result(const jsonmini::Value &r) {
     const std::string test = r.at("test").str;
@@ -147,13 +164,10 @@ TEST(Perftest, JsonParsesAndCountsAreConsistent) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
     }
-    ProcResult r = run2("-t lat,bw,rate,batch,setup -s 8,65536 -n 20 -w 2 -W 4 "
-                 "-b 4x65536 --check --json -q");
-    ASSERT_EQ(r.rc, 0) << r.err;
     jsonmini::Value doc;
-    std::string text = from_line(r.out, "{");
-    jsonmini::Parser p(text);
-    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t lat,bw,rate,batch,setup -s 8,65536 -n 20 -w 2 -W 4 "
+                 "-b 4x65536 --check --json -q", &doc, &out));
     ASSERT_EQ(doc.kind, jsonmini::Value::OBJECT);
     EXPECT_EQ(doc.at("tool").str, "p2p_perftest");
     EXPECT_EQ(doc.at("ranks").num, 2);
@@ -217,16 +231,13 @@ TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
     }
-    ProcResult r = run2("-t bw,batch,lat,rate -s 8,20000,300000 -n 6 -w 1 "
-                        "-W 3 -b 3x300000 --alloc lib --check --json -q");
-    ASSERT_EQ(r.rc, 0) << r.err;
     jsonmini::Value doc;
-    std::string text = from_line(r.out, "{");
-    jsonmini::Parser p(text);
-    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t bw,batch,lat,rate -s 8,20000,300000 -n 6 -w 1 "
+                        "-W 3 -b 3x300000 --alloc lib --check --json -q", &doc, &out));
     EXPECT_EQ(doc.at("alloc").str, "lib");
     const jsonmini::Value &res = doc.at("results");
-    ASSERT_EQ(res.arr.size(), 12u) << r.out;
+    ASSERT_EQ(res.arr.size(), 12u) << out;
     for (const jsonmini::Value &v : res.arr) {
         check_result(v);
     }
@@ -239,37 +250,31 @@ TEST(Perftest, PostBatchRateMovesCheckedBytes) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
     }
-    ProcResult r = run2("-t rate -s 8,20000,300000 -n 10 -w 2 -W 8 "
-                        "--post-batch --check --json -q");
-    ASSERT_EQ(r.rc, 0) << r.err;
     jsonmini::Value doc;
-    std::string text = from_line(r.out, "{");
-    jsonmini::Parser p(text);
-    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t rate -s 8,20000,300000 -n 10 -w 2 -W 8 "
+                        "--post-batch --check --json -q", &doc, &out));
     EXPECT_EQ(doc.at("posts").str, "batch");
     const jsonmini::Value &res = doc.at("results");
-    ASSERT_EQ(res.arr.size(), 3u) << r.out;
+    ASSERT_EQ(res.arr.size(), 3u) << out;
     for (const jsonmini::Value &v : res.arr) {
         check_result(v);
-        ASSERT_TRUE(v.at("extra").has("blocks_per_post")) << r.out;
+        ASSERT_TRUE(v.at("extra").has("blocks_per_post")) << out;
         double per = v.at("extra").at("blocks_per_post").num;
         EXPECT_GE(per, 1.0);
         EXPECT_LE(per, 8.0);  /* never more than the window */
     }
     /* 8-byte sends complete inside the post: whole windows go at once */
-    EXPECT_GT(res.arr[0].at("extra").at("blocks_per_post").num, 4.0) << r.out;
+    EXPECT_GT(res.arr[0].at("extra").at("blocks_per_post").num, 4.0) << out;
 }
 
 TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
     }
-    ProcResult r = run2("-t mem -c 2 --json -q");
-    ASSERT_EQ(r.rc, 0) << r.err;
     jsonmini::Value doc;
-    std::string text = from_line(r.out, "{");
-    jsonmini::Parser p(text);
-    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t mem -c 2 --json -q", &doc, &out));
     const jsonmini::Value &res = doc.at("results");
     ASSERT_EQ(res.arr.size(), 1u);
     const jsonmini::Value &m = res.arr[0];
