@@ -26,7 +26,7 @@ void CompletionQueue::grow() {
 }
 
 void CompletionQueue::wake_waiters() {
-    std::lock_guard<Mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
 }
 
@@ -34,7 +34,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
     if (empty()) {
         return 0;
     }
-    std::lock_guard<Mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     uint64_t popped = popped_.load(std::memory_order_relaxed);
     uint64_t avail = pushed_.load(std::memory_order_acquire) - popped;
     size_t n = 0;
@@ -54,7 +54,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
 }
 
 bool CompletionQueue::wait_nonempty(int timeout_ms) {
-    std::unique_lock<Mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
     heavy_fence();  // pairs with push()'s light_fence()
     auto nonempty = [this] {
@@ -73,7 +73,7 @@ bool CompletionQueue::wait_nonempty(int timeout_ms) {
 }
 
 void CompletionQueue::notify_all() {
-    std::lock_guard<Mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
 }
 

@@ -1,20 +1,21 @@
 /*
- * Mutex for the per-message path (the context's worker lock and the
- * completion queues' consumer lock). Uncontended, lock and unlock are one
+ * Mutex for the per-message path (the context's worker lock, taken by
+ * every post and progress call). Uncontended, lock and unlock are one
  * locked instruction each and a few others: glibc's pthread_mutex spends
  * ~30 instructions per call on type dispatch, and a small message takes
  * two or three lock pairs on each side, a large part of what ucxp2p adds
  * to UCX's own ~400 instructions per message (docs/PERFORMANCE.md, message
  * rate).
  *
- * Contended, it spins briefly (the holder is usually inside one short UCX
- * call), then sleeps on a futex: ranks sharing cores do not burn CPU on it.
+ * Contended, it sleeps on a futex at once (no spinning, see lock.cc):
+ * ranks sharing cores do not burn CPU on it.
  * States: 0 free, 1 held, 2 held and someone may sleep (unlock wakes one).
  * Acquire/release atomics give the memory ordering, so ThreadSanitizer
  * sees the happens-before edges without annotations.
  *
- * Meets Lockable (std::lock_guard, std::unique_lock, try_to_lock); waiting
- * on a condition uses std::condition_variable_any.
+ * Meets Lockable (std::lock_guard, std::unique_lock, try_to_lock). Not for
+ * locks a condition variable waits on: std::condition_variable_any costs
+ * several microseconds per wake-up (see CompletionQueue).
  */
 #ifndef UCXP2P_CORE_LOCK_H
 #define UCXP2P_CORE_LOCK_H
