@@ -535,8 +535,11 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
             // The progress thread completes operations (make sure it is not
             // napping for a poller); wake up at least every 100 ms to
             // recheck the deadline.
-            c->comm->context().progress().note_waiter();
+            Progress &pr = c->comm->context().progress();
+            pr.note_waiter();
+            pr.waiter_blocked(true);
             q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)));
+            pr.waiter_blocked(false);
         }
     });
 }

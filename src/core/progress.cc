@@ -170,6 +170,9 @@ void Progress::run() {
         if (active) {
             last_active = now;
         }
+        if (n != 0 && blocked_.load(std::memory_order_relaxed) > 0) {
+            sched_yield();  // let the waiter we just woke run (waiter_blocked)
+        }
         if (opts_.mode == P2P_PROGRESS_BUSY) {
             continue;
         }

@@ -95,6 +95,18 @@ public:
         if (user_sleep_.load(std::memory_order_seq_cst)) kick();
     }
 
+    /** A user thread blocks in p2p_comm_wait from now (true) / no longer
+     *  (false). While one does, the thread yields the CPU after each round
+     *  that made progress: the completion it pushed has woken the waiter,
+     *  which often shares this thread's core (a rank pinned to one core,
+     *  or more threads than cores) and would otherwise wait until this
+     *  thread runs out of work or is preempted. 8 B ping-pong with
+     *  p2p_comm_wait, p50: 14.3 -> 7.0-8.2 us pinned, 15.2 -> 7.1-7.4 us
+     *  unpinned; 16 KiB bw with waits 1.9-2.1 -> 2.6-3.0 GB/s. */
+    void waiter_blocked(bool on) {
+        blocked_.fetch_add(on ? 1 : -1, std::memory_order_relaxed);
+    }
+
     /** Progress under the lock (caller holds worker_mu). */
     unsigned progress_locked();
 
@@ -129,6 +141,7 @@ private:
     std::atomic<uint64_t> waits_{0};
     std::atomic<bool> user_sleep_{false};
     std::atomic<int64_t> inflight_{0};
+    std::atomic<int> blocked_{0};  // user threads inside p2p_comm_wait's sleep
 };
 
 int64_t now_ns();
