@@ -123,10 +123,16 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
             inflight += m - m0;
             since_mark += m - m0;
             if (samples != nullptr && since_mark >= x.window) {
+                /* one sample per W messages, as with single posts: a batch
+                 * may straddle a window's end, so its time is split
+                 * evenly over its messages and the rest carried over */
                 double t = now_us();
-                samples->push_back((t - t_mark) / double(since_mark));
-                t_mark = t;
-                since_mark = 0;
+                double per = (t - t_mark) / double(since_mark);
+                while (since_mark >= x.window) {
+                    samples->push_back(per);
+                    t_mark += per * x.window;
+                    since_mark -= x.window;
+                }
             }
             continue;
         }
