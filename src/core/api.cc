@@ -7,6 +7,7 @@
 #include "core/handles.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/rcu.h"
 #include "core/stack_buf.h"
 #include "wireup/bootstrap.h"
 
@@ -122,62 +123,46 @@ p2p_status_t check_item(Comm &comm, uint32_t peer, uint32_t tensor_id,
     return P2P_OK;
 }
 
-/** Validate one block against comm; fills item and holds its registration
- *  in *mem_ref. */
-p2p_status_t check_block(Comm &comm, uint32_t peer, uint32_t tensor_id,
-                         const void *buffer, size_t length, p2p_mem_h mem,
-                         void *user_context, PostItem *item,
-                         Registry<MemEntry>::Ref *mem_ref) {
-    Registry<MemEntry>::Ref m = g_mems.get(handle_id(mem));
-    if (!m) return P2P_ERR_INVALID_HANDLE;
-    if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
-    p2p_status_t st = check_mem_of(comm, *m);
-    if (st != P2P_OK) return st;
-    st = check_item(comm, peer, tensor_id, buffer, length, *m, user_context, item);
-    if (st == P2P_OK) *mem_ref = std::move(m);
-    return st;
-}
-
 /** Batches up to this many blocks are staged on the stack. */
 constexpr size_t kStackBlocks = 64;
 
+// The per-message calls below (posts, p2p_comm_poll) look handles up with
+// Registry::peek inside a ReadSection (core/rcu.h): no atomic
+// read-modify-write per call. A registration found this way is taken for
+// the operation under the worker lock (Mem::acquire), where deregistration
+// marks it dead.
+
 p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blocks,
                          size_t count, size_t *bad_index_p) {
-    return guarded(is_send ? "send" : "recv", [&]() -> p2p_status_t {
-        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm_h));
-        if (!c) return P2P_ERR_INVALID_HANDLE;
+    try {
+        ReadSection rs;
+        CommEntry *c = g_comms.peek(handle_id(comm_h));
+        if (c == nullptr) return P2P_ERR_INVALID_HANDLE;
         if (blocks == nullptr && count > 0) return P2P_ERR_INVALID_PARAM;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
         StackBuf<PostItem, kStackBlocks> items(count);
         // A batch usually draws on one registration (or a few): look each
-        // up once per run of blocks that name it, not once per block. The
-        // first is held here, any others in the vector (no allocation for
-        // the common case).
-        Registry<MemEntry>::Ref first_ref;
-        std::vector<Registry<MemEntry>::Ref> more_refs;
+        // up once per run of blocks that name it, not once per block.
         p2p_mem_h last_h = nullptr;
         MemEntry *last = nullptr;
         for (size_t i = 0; i < count; ++i) {
             const p2p_block_t &b = blocks[i];
             if (last == nullptr || b.mem != last_h) {
-                Registry<MemEntry>::Ref m = g_mems.get(handle_id(b.mem));
-                if (!m) {
-                    if (bad_index_p != nullptr) *bad_index_p = i;
-                    return P2P_ERR_INVALID_HANDLE;
+                MemEntry *m = g_mems.peek(handle_id(b.mem));
+                p2p_status_t st = P2P_OK;
+                if (m == nullptr) {
+                    st = P2P_ERR_INVALID_HANDLE;
+                } else if (b.buffer == nullptr) {  // param before context
+                    st = P2P_ERR_INVALID_PARAM;
+                } else {
+                    st = check_mem_of(*c->comm, *m);
                 }
-                if (b.buffer == nullptr) {  // as check_block: param before context
-                    if (bad_index_p != nullptr) *bad_index_p = i;
-                    return P2P_ERR_INVALID_PARAM;
-                }
-                p2p_status_t st = check_mem_of(*c->comm, *m);
                 if (st != P2P_OK) {
                     if (bad_index_p != nullptr) *bad_index_p = i;
                     return st;
                 }
-                last = m.get();
+                last = m;
                 last_h = b.mem;
-                if (!first_ref) first_ref = std::move(m);
-                else more_refs.push_back(std::move(m));
             }
             p2p_status_t st = check_item(*c->comm, b.peer, b.tensor_id, b.buffer,
                                          b.length, *last, b.user_context, &items[i]);
@@ -187,20 +172,26 @@ p2p_status_t post_blocks(bool is_send, p2p_comm_h comm_h, const p2p_block_t *blo
             }
         }
         return c->comm->post(is_send, items.data(), count, bad_index_p);
-    });
+    } catch (...) {
+        return caught(is_send ? "send" : "recv");
+    }
 }
 
 p2p_status_t post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer,
                          uint32_t tensor_id, const void *buffer, size_t length,
                          p2p_mem_h mem, void *user_context) noexcept {
     try {
-        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm_h));
-        if (!c) return P2P_ERR_INVALID_HANDLE;
+        ReadSection rs;
+        CommEntry *c = g_comms.peek(handle_id(comm_h));
+        if (c == nullptr) return P2P_ERR_INVALID_HANDLE;
         if (c->comm->is_shut()) return P2P_ERR_SHUTDOWN;
+        MemEntry *m = g_mems.peek(handle_id(mem));
+        if (m == nullptr) return P2P_ERR_INVALID_HANDLE;
+        if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
+        p2p_status_t st = check_mem_of(*c->comm, *m);
+        if (st != P2P_OK) return st;
         PostItem item;
-        Registry<MemEntry>::Ref ref;
-        p2p_status_t st = check_block(*c->comm, peer, tensor_id, buffer, length,
-                                      mem, user_context, &item, &ref);
+        st = check_item(*c->comm, peer, tensor_id, buffer, length, *m, user_context, &item);
         if (st != P2P_OK) return st;
         return c->comm->post(is_send, &item, 1, nullptr);
     } catch (...) {
@@ -486,8 +477,9 @@ p2p_status_t p2p_comm_recv_batch(p2p_comm_h comm, const p2p_block_t *blocks,
 p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max, size_t *count_p) {
     try {
-        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
-        if (!c) return P2P_ERR_INVALID_HANDLE;
+        ReadSection rs;  // see post_blocks
+        CommEntry *c = g_comms.peek(handle_id(comm));
+        if (c == nullptr) return P2P_ERR_INVALID_HANDLE;
         if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
             return P2P_ERR_INVALID_PARAM;
         }

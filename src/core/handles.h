@@ -14,9 +14,15 @@
  * id; the object is destroyed by whoever drops the last reference (the
  * remover, or a lookup still using it), so a destroy racing with a call on
  * the same handle never frees the object under that call.
+ *
+ * The per-message calls use peek() instead: no reference count, valid
+ * inside a ReadSection (core/rcu.h). remove() waits for the sections that
+ * may have found the object before it hands back the registry's reference.
  */
 #ifndef UCXP2P_CORE_HANDLES_H
 #define UCXP2P_CORE_HANDLES_H
+
+#include "core/rcu.h"
 
 #include <atomic>
 #include <cstdint>
@@ -118,8 +124,8 @@ public:
         Slot *s = slot_at(index);
         uint64_t id = (handle_next_id() << kIndexBits) | index;
         s->obj = obj.release();
-        s->id.store(id, std::memory_order_relaxed);
-        s->refs.store(1, std::memory_order_release);  // publishes obj and id
+        s->id.store(id, std::memory_order_release);   // publishes obj to peek()
+        s->refs.store(1, std::memory_order_release);  // publishes obj and id to get()
         return id;
     }
 
@@ -139,8 +145,25 @@ public:
         return Ref(this, s);
     }
 
+    /** The object of id without taking a reference, or nullptr (unknown,
+     *  destroyed, other type). Call inside a ReadSection; the pointer is
+     *  valid until the section ends. */
+    T *peek(uint64_t id) const {
+        if ((id >> kIndexBits) == 0) {
+            return nullptr;  // never issued (a free slot's id is 0)
+        }
+        Slot *s = slot_at(id & kIndexMask);
+        if (s == nullptr || s->id.load(std::memory_order_acquire) != id) {
+            return nullptr;
+        }
+        // remove() clears the id, then waits for this section to end
+        // before the object can be freed or the slot reused.
+        return s->obj;
+    }
+
     /** Unregister id; returns the registry's reference (empty when absent:
-     *  double destroy). The object dies when the last Ref goes. */
+     *  double destroy). The object dies when the last Ref goes. Waits for
+     *  read sections (core/rcu.h): see there where not to call it. */
     Ref remove(uint64_t id) {
         if ((id >> kIndexBits) == 0) {
             return Ref();  // never issued; would match a free slot's 0
@@ -153,6 +176,7 @@ public:
         if (!s->id.compare_exchange_strong(expect, 0, std::memory_order_acq_rel)) {
             return Ref();
         }
+        rcu_synchronize();  // no peek() still holds the object
         return Ref(this, s);
     }
 

@@ -1,15 +1,21 @@
 // Concurrency of the core's building blocks without UCX: the completion
-// queue and the handle registry. Built into core_test, which CI also runs
-// under ThreadSanitizer.
+// queue, the handle registry and read sections. Built into core_test, which
+// CI also runs under ThreadSanitizer.
 #include "core/cq.h"
 #include "core/fence.h"
 #include "core/handles.h"
 #include "core/lock.h"
+#include "core/rcu.h"
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -227,7 +233,10 @@ struct Tracked {
 std::atomic<int> Tracked::live{0};
 } // namespace
 
-TEST(Registry, RemoveRacingWithLookupsNeverFreesAnObjectInUse) {
+/** Two readers look the current object up (counted get, or peek inside a
+ *  ReadSection) and check it is alive several times while the writer adds,
+ *  removes and (dropping the registry's reference) frees objects. */
+void race_removes_with_lookups(bool peek) {
     Tracked::live.store(0);
     {
         Registry<Tracked> reg;
@@ -241,11 +250,19 @@ TEST(Registry, RemoveRacingWithLookupsNeverFreesAnObjectInUse) {
                 while (!stop.load()) {
                     std::this_thread::yield();  // 2 cores: let the writer run
                     uint64_t id = current.load();
-                    auto r = reg.get(id);
-                    if (!r) continue;
-                    // Held: the object stays alive even if removed now.
+                    std::optional<ReadSection> rs;  // peek only: get must
+                    Registry<Tracked>::Ref r;          // keep it alive alone
+                    Tracked *p;
+                    if (peek) {
+                        rs.emplace();
+                        p = reg.peek(id);  // the section alone keeps it alive
+                    } else {
+                        r = reg.get(id);   // held even if removed now
+                        p = r.get();
+                    }
+                    if (p == nullptr) continue;
                     for (int k = 0; k < 10; ++k) {
-                        ASSERT_EQ(Tracked::kAlive, r->state.load());
+                        ASSERT_EQ(Tracked::kAlive, p->state.load());
                     }
                     hits.fetch_add(1);
                 }
@@ -269,6 +286,14 @@ TEST(Registry, RemoveRacingWithLookupsNeverFreesAnObjectInUse) {
         EXPECT_GT(hits.load(), 0);
     }
     EXPECT_EQ(0, Tracked::live.load());
+}
+
+TEST(Registry, RemoveRacingWithLookupsNeverFreesAnObjectInUse) {
+    race_removes_with_lookups(false);
+}
+
+TEST(Registry, RemoveRacingWithPeeksNeverFreesAnObjectInUse) {
+    race_removes_with_lookups(true);
 }
 
 TEST(Registry, ForeignAndBogusIdsAreRejected) {
@@ -329,4 +354,82 @@ TEST(Registry, ForEachAndRemoveIfSeeEveryLiveObject) {
         EXPECT_EQ(static_cast<int>(2000 - expect_odd), Tracked::live.load());
     }
     EXPECT_EQ(0, Tracked::live.load());  // the registry frees what is left
+}
+
+TEST(ReadSection, SynchronizeWaitsForASectionInProgress) {
+    std::atomic<bool> inside{false}, sync_started{false}, left{false};
+    std::thread reader([&] {
+        ReadSection rs;
+        inside.store(true);
+        while (!sync_started.load()) std::this_thread::yield();
+        // Long enough that a synchronize that does not wait returns first.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        left.store(true);
+    });
+    while (!inside.load()) std::this_thread::yield();
+    sync_started.store(true);
+    rcu_synchronize();
+    EXPECT_TRUE(left.load()) << "rcu_synchronize returned while a section ran";
+    reader.join();
+    rcu_synchronize();  // no section running: returns at once
+}
+
+TEST(ReadSection, ExitedThreadsGiveTheirRecordBack) {
+    // Sequential threads reuse one record; the list does not grow per thread.
+    auto one_thread = [] { std::thread([] { ReadSection rs; }).join(); };
+    one_thread();
+    size_t before = rcu_detail::record_count();
+    for (int i = 0; i < 50; ++i) one_thread();
+    EXPECT_EQ(before, rcu_detail::record_count());
+}
+
+TEST(ReadSection, ForkedChildIsNotBlockedByTheParentsOtherThreads) {
+    std::atomic<bool> inside{false}, release{false};
+    std::thread reader([&] {
+        ReadSection rs;
+        inside.store(true);
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (!inside.load()) std::this_thread::yield();
+    pid_t pid = fork();
+    if (pid == 0) {
+        rcu_synchronize();  // the reader does not exist here
+        _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    int status = -1;
+    bool exited = false;
+    for (int i = 0; i < 1000 && !exited; ++i) {  // up to 10 s
+        exited = waitpid(pid, &status, WNOHANG) == pid;
+        if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    release.store(true);
+    reader.join();
+    ASSERT_TRUE(exited) << "rcu_synchronize in the child waited for a parent's thread";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(Registry, PeekFindsLiveObjectsOnly) {
+    Registry<int> reg;
+    uint64_t id = reg.add(std::make_unique<int>(7));
+    ASSERT_NE(0u, id);
+    {
+        ReadSection rs;
+        int *p = reg.peek(id);
+        ASSERT_NE(nullptr, p);
+        EXPECT_EQ(7, *p);
+        for (uint64_t bogus : {uint64_t(0), uint64_t(1), id + 1, id & 0xfffff,
+                               ~uint64_t(0), id ^ (uint64_t(1) << 40)}) {
+            EXPECT_EQ(nullptr, reg.peek(bogus)) << bogus;
+        }
+    }
+    ASSERT_TRUE(reg.remove(id));
+    ReadSection rs;
+    EXPECT_EQ(nullptr, reg.peek(id));  // destroyed
+    Registry<long> other;
+    EXPECT_EQ(nullptr, other.peek(id));  // another type's registry
 }
