@@ -112,12 +112,35 @@ typedef enum {
     P2P_PROGRESS_EVENT    = 2  /**< sleep on the event fd whenever idle */
 } p2p_progress_mode_t;
 
+/**
+ * Which calls may run at once on a context's objects (P2P_THREAD_MODE).
+ */
+typedef enum {
+    /** Any thread may call any function at any time (default). A progress
+     *  thread (p2p_progress_mode_t) completes operations between calls. */
+    P2P_THREAD_MULTI      = 0,
+    /** The application makes at most one call at a time into the context
+     *  and its communicators and registrations, from any thread (like
+     *  MPI_THREAD_SERIALIZED); calls in different threads must be ordered
+     *  by the application's own synchronization. Concurrent calls in this
+     *  mode are undefined behaviour. Operations progress inside the
+     *  application's calls (p2p_comm_poll on an empty queue, p2p_comm_wait);
+     *  a backstop thread progresses only while the application has made no
+     *  call for about a millisecond or more (so the rank still answers its
+     *  peers and detects dead ones while it computes). The per-message path
+     *  takes no locked instruction. progress_mode then chooses how
+     *  p2p_comm_wait idles: busy spins, adaptive spins P2P_SPIN_US after the
+     *  last activity, then like event sleeps on the worker's event fd. */
+    P2P_THREAD_SERIALIZED = 1
+} p2p_thread_mode_t;
+
 enum {
     P2P_CONFIG_FIELD_PROGRESS_MODE   = 1u << 0,
     P2P_CONFIG_FIELD_SPIN_US         = 1u << 1,
     P2P_CONFIG_FIELD_PEER_TIMEOUT_MS = 1u << 2,
     P2P_CONFIG_FIELD_LOG_LEVEL       = 1u << 3,
-    P2P_CONFIG_FIELD_LOCAL_RANK      = 1u << 4  /**< local_rank and local_size */
+    P2P_CONFIG_FIELD_LOCAL_RANK      = 1u << 4, /**< local_rank and local_size */
+    P2P_CONFIG_FIELD_THREAD_MODE     = 1u << 5
 };
 
 typedef enum {
@@ -142,6 +165,7 @@ typedef struct {
      *  without LOCAL_RANK). local_rank < local_size, local_size >= 1. */
     uint32_t            local_rank;
     uint32_t            local_size;
+    p2p_thread_mode_t   thread_mode;     /**< P2P_THREAD_MODE */
 } p2p_config_t;
 
 /**

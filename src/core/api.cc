@@ -484,10 +484,13 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
             return P2P_ERR_INVALID_PARAM;
         }
         CompletionQueue &q = c->comm->queue(queue);
-        if (q.empty() && q.pending() != 0) {
+        if (q.empty()) {
             // The caller is polling: drive progress here (cheaper than a
-            // hand-off to the progress thread) if nobody else is.
-            c->comm->context().progress().try_progress_from_user();
+            // hand-off to the progress thread) if nobody else is -- when
+            // this queue awaits something; without a progress thread
+            // (P2P_THREAD_SERIALIZED) always, as nothing else progresses.
+            Progress &pr = c->comm->context().progress();
+            if (q.pending() != 0 || pr.serialized()) pr.try_progress_from_user();
         }
         *count_p = q.pop(entries, max);
         return P2P_OK;
@@ -507,6 +510,14 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
         }
         CompletionQueue &q = c->comm->queue(queue);
         int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + timeout_ms * 1000000LL;
+        Progress &pr = c->comm->context().progress();
+        // Serialized: this call progresses; the backstop thread stays away
+        // until it returns.
+        struct SerialWait {
+            Progress *p;
+            ~SerialWait() { if (p != nullptr) p->serial_wait(false); }
+        } serial{pr.serialized() ? &pr : nullptr};
+        if (serial.p != nullptr) pr.serial_wait(true);
         for (;;) {
             size_t n = q.pop(entries, max);
             if (n > 0) {
@@ -524,10 +535,21 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                 *count_p = 0;
                 return P2P_ERR_TIMEOUT;
             }
+            if (pr.serialized()) {
+                // This call drives progress; between rounds that found
+                // nothing (and no entry a backstop round queued just
+                // before this call began) it sleeps on worker events, at
+                // most a tick at a time so keepalive runs and the deadline
+                // holds.
+                if (!pr.progress_once() && q.empty()) {
+                    int tick = static_cast<int>(pr.tick_ms());
+                    pr.idle(left_ms < 0 ? tick : static_cast<int>(std::min<int64_t>(left_ms, tick)));
+                }
+                continue;
+            }
             // The progress thread completes operations (make sure it is not
             // napping for a poller); wake up at least every 100 ms to
             // recheck the deadline.
-            Progress &pr = c->comm->context().progress();
             pr.note_waiter();
             pr.waiter_blocked(true);
             q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)));

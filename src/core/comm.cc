@@ -172,6 +172,10 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->peers_[r].epoch_ino = hosts[r].epoch_ino;
         ncma += c->peers_[r].cma ? 1 : 0;
     }
+    if (ctx->settings().thread_mode == P2P_THREAD_SERIALIZED) {
+        c->cq_[0].disable_lock();  // one call at a time (p2p_thread_mode_t)
+        c->cq_[1].disable_lock();
+    }
     c->cma_thresh_ = cma::threshold();
     c->mapped_thresh_ = cma::mapped_threshold();
     c->split_thresh_ = cma::split_threshold();

@@ -16,6 +16,12 @@ const ConfigVar kTable[] = {
      "Progress thread mode: adaptive (spin P2P_SPIN_US after activity, then "
      "sleep on the worker event fd), busy (never sleep), event (sleep "
      "whenever idle)."},
+    {"P2P_THREAD_MODE", "multi",
+     "multi: any thread may call at any time; a progress thread completes "
+     "operations between calls. serialized: the application makes one call "
+     "at a time (MPI_THREAD_SERIALIZED); its poll and wait calls progress, "
+     "a backstop thread only while it stays out of the library, and the "
+     "per-message path takes no locked instruction."},
     {"P2P_SPIN_US", "50",
      "Adaptive mode: microseconds to keep polling after the last activity."},
     {"P2P_SPIN_BUSY_US", "2000",
@@ -179,6 +185,17 @@ p2p_status_t config_parse_progress(const std::string &s,
         *out = P2P_PROGRESS_BUSY;
     } else if (strcasecmp(s.c_str(), "event") == 0) {
         *out = P2P_PROGRESS_EVENT;
+    } else {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
+p2p_status_t config_parse_thread_mode(const std::string &s, p2p_thread_mode_t *out) {
+    if (strcasecmp(s.c_str(), "multi") == 0) {
+        *out = P2P_THREAD_MULTI;
+    } else if (strcasecmp(s.c_str(), "serialized") == 0) {
+        *out = P2P_THREAD_SERIALIZED;
     } else {
         return P2P_ERR_INVALID_PARAM;
     }

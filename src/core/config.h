@@ -40,6 +40,9 @@ p2p_status_t config_parse_log_level(const std::string &s, p2p_log_level_t *out);
 p2p_status_t config_parse_progress(const std::string &s,
                                    p2p_progress_mode_t *out);
 
+/** Parse a thread mode name (multi|serialized). */
+p2p_status_t config_parse_thread_mode(const std::string &s, p2p_thread_mode_t *out);
+
 } // namespace ucxp2p
 
 #endif

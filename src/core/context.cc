@@ -15,7 +15,7 @@ namespace {
 constexpr uint64_t kKnownFields =
     P2P_CONFIG_FIELD_PROGRESS_MODE | P2P_CONFIG_FIELD_SPIN_US |
     P2P_CONFIG_FIELD_PEER_TIMEOUT_MS | P2P_CONFIG_FIELD_LOG_LEVEL |
-    P2P_CONFIG_FIELD_LOCAL_RANK;
+    P2P_CONFIG_FIELD_LOCAL_RANK | P2P_CONFIG_FIELD_THREAD_MODE;
 constexpr uint64_t kMaxSpinUs = 1000000;        // 1 s
 constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
 
@@ -103,6 +103,19 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
                 "busy or event", config_get("P2P_PROGRESS").c_str());
         return P2P_ERR_INVALID_PARAM;
     }
+    if (mask & P2P_CONFIG_FIELD_THREAD_MODE) {
+        int mode = enum_bits(config->thread_mode);
+        if (mode != P2P_THREAD_MULTI && mode != P2P_THREAD_SERIALIZED) {
+            P2P_LOG(P2P_LOG_ERROR, "context: bad thread_mode %d", mode);
+            return P2P_ERR_INVALID_PARAM;
+        }
+        s.thread_mode = static_cast<p2p_thread_mode_t>(mode);
+    } else if (config_parse_thread_mode(config_get("P2P_THREAD_MODE"),
+                                        &s.thread_mode) != P2P_OK) {
+        P2P_LOG(P2P_LOG_ERROR, "context: P2P_THREAD_MODE='%s' is not multi or "
+                "serialized", config_get("P2P_THREAD_MODE").c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
     if (mask & P2P_CONFIG_FIELD_LOCAL_RANK) {
         if (config->local_size == 0 || config->local_rank >= config->local_size) {
             P2P_LOG(P2P_LOG_ERROR, "context: local_rank %u of local_size %u is "
@@ -165,6 +178,9 @@ p2p_status_t Context::create(const ContextSettings &settings,
                              std::unique_ptr<Context> *out) {
     std::unique_ptr<Context> c(new Context());
     c->settings_ = settings;
+    if (settings.thread_mode == P2P_THREAD_SERIALIZED) {
+        c->worker_mu_.set_asymmetric();  // one call at a time (core/lock.h)
+    }
     log_set_level(settings.log_level);
 
     UcpConfig cfg;
@@ -250,6 +266,7 @@ p2p_status_t Context::create(const ContextSettings &settings,
     // Wake at least a few times per peer timeout so keepalive runs.
     po.tick_ms = std::min<uint32_t>(100, std::max<uint32_t>(settings.peer_timeout_ms / 10, 1));
     po.wakeup_supported = wakeup;
+    po.serialized = settings.thread_mode == P2P_THREAD_SERIALIZED;
     Context *raw = c.get();
     c->progress_.reset(new Progress(c->worker_.get(), c->worker_mu_, po,
                                     [raw] { raw->run_deferred_hooks(); }));
@@ -257,7 +274,9 @@ p2p_status_t Context::create(const ContextSettings &settings,
     if (ps != P2P_OK) {
         return ps;
     }
-    P2P_LOG(P2P_LOG_INFO, "context: created (progress %d, spin %u us, peer timeout %u ms, wakeup %d)",
+    P2P_LOG(P2P_LOG_INFO, "context: created (threads %s, progress %d, spin %u us, "
+            "peer timeout %u ms, wakeup %d)",
+            settings.thread_mode == P2P_THREAD_MULTI ? "multi" : "serialized",
             static_cast<int>(settings.progress_mode), settings.spin_us,
             settings.peer_timeout_ms, wakeup ? 1 : 0);
     *out = std::move(c);

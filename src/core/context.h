@@ -27,6 +27,7 @@ struct ContextSettings {
     uint32_t spin_busy_us;
     uint32_t peer_timeout_ms;
     p2p_log_level_t log_level;
+    p2p_thread_mode_t thread_mode = P2P_THREAD_MULTI;
     bool has_local_rank = false;  // P2P_CONFIG_FIELD_LOCAL_RANK
     uint32_t local_rank = 0, local_size = 1;
 };

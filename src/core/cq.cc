@@ -34,7 +34,14 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
     if (empty()) {
         return 0;
     }
+    if (unlocked_) {
+        return pop_locked(out, max);
+    }
     std::lock_guard<std::mutex> lock(mu_);
+    return pop_locked(out, max);
+}
+
+size_t CompletionQueue::pop_locked(p2p_completion_t *out, size_t max) {
     uint64_t popped = popped_.load(std::memory_order_relaxed);
     uint64_t avail = pushed_.load(std::memory_order_acquire) - popped;
     size_t n = 0;

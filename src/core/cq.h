@@ -64,6 +64,12 @@ public:
     /** Pop up to max entries; returns the count (0 when empty). */
     size_t pop(p2p_completion_t *out, size_t max);
 
+    /** P2P_THREAD_SERIALIZED: one consumer at a time (the application),
+     *  so pop takes no lock; pushes may still come from another thread
+     *  (the backstop), which the lock never covered anyway. wait_nonempty
+     *  is not used there. Call before the first pop. */
+    void disable_lock() { unlocked_ = true; }
+
     /** Block until an entry is queued or timeout_ms passes (-1 forever).
      *  Returns false on timeout. */
     bool wait_nonempty(int timeout_ms);
@@ -86,6 +92,7 @@ private:
     };
 
     void grow();          // the tail segment is full: link a new one
+    size_t pop_locked(p2p_completion_t *out, size_t max);  // mu_ held (or unlocked_)
     void wake_waiters();  // under mu_
 
     static void add(std::atomic<size_t> *v, size_t d) {
@@ -109,6 +116,7 @@ private:
     std::atomic<size_t> pending_{0};                // written by the producer
     alignas(64) std::atomic<uint64_t> popped_{0};   // written under mu_
     std::atomic<int> waiters_{0};
+    bool unlocked_ = false;  // disable_lock()
 };
 
 } // namespace ucxp2p

@@ -1,6 +1,7 @@
 #include "core/lock.h"
 
 #include <climits>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,6 +25,35 @@ void Mutex::lock_slow() {
     while (state_.exchange(2, std::memory_order_acquire) != 0) {
         syscall(SYS_futex, reinterpret_cast<int *>(&state_), FUTEX_WAIT_PRIVATE, 2,
                 nullptr, nullptr, 0);
+    }
+}
+
+void Mutex::set_asymmetric() {
+    fence_init();  // light_fence pairs with heavy_fence from here on
+    asym_ = true;
+}
+
+bool Mutex::try_lock_rare() {
+    rare_.store(true, std::memory_order_relaxed);
+    heavy_fence();  // rare_ before the load of owner_, on both sides
+    if (owner_.load(std::memory_order_acquire)) {
+        rare_done();
+        return false;
+    }
+    return true;
+}
+
+// The frequent side found the rare side inside (or trying): it holds the
+// lock only for one progress round, or lets go at once when it sees owner_.
+// Waiting for rare_ to read false is not enough: a rare side retrying at
+// once would keep it set nearly all the time (a livelock). Every attempt
+// that began after owner_ was set fails, so once the attempt seen here has
+// ended (the turn count moved, or rare_ is clear) the lock is ours.
+void Mutex::wait_rare() {
+    const uint64_t t0 = turns_.load(std::memory_order_acquire);
+    while (rare_.load(std::memory_order_acquire) &&
+           turns_.load(std::memory_order_acquire) == t0) {
+        sched_yield();
     }
 }
 

@@ -10,6 +10,17 @@
  * A sleeping thread wakes on worker events, on kick() (after a post that
  * found it asleep), and at least every tick_ms so UCX's keepalive (peer
  * failure detection) keeps running.
+ *
+ * In P2P_THREAD_SERIALIZED mode (Options::serialized) the application's own
+ * calls progress the worker (p2p_comm_poll on an empty queue; p2p_comm_wait
+ * through progress_once and idle), and the worker lock is asymmetric
+ * (core/lock.h). The thread is then only a backstop: it takes the worker
+ * when the application has not locked it for a while (1 ms), so protocol
+ * messages this rank still owes its peers (a single-copy ACK, a rendezvous
+ * ATS or a wireup reply sitting in a pending queue, an endpoint close) go
+ * out, and keepalive notices dead peers, while the application computes or
+ * waits in a barrier of its own. Without it, a rank that has completed all
+ * its operations and stopped calling could stall its peers forever.
  */
 #ifndef UCXP2P_CORE_PROGRESS_H
 #define UCXP2P_CORE_PROGRESS_H
@@ -35,6 +46,7 @@ public:
         uint32_t spin_busy_us;  // spin while operations are in flight
         uint32_t tick_ms;
         bool wakeup_supported;  // worker created with UCP_FEATURE_WAKEUP
+        bool serialized = false;  // P2P_THREAD_SERIALIZED: a backstop thread
     };
 
     /** after_progress runs (with the worker lock held) after each progress
@@ -45,8 +57,28 @@ public:
     Progress(const Progress &) = delete;
     Progress &operator=(const Progress &) = delete;
 
-    /** Start the thread. P2P_ERR_TRANSPORT / P2P_ERR_NO_MEMORY on failure. */
+    /** Set up the event fds and start the thread (the backstop when
+     *  serialized). P2P_ERR_TRANSPORT / P2P_ERR_NO_MEMORY on failure. */
     p2p_status_t start();
+
+    /** P2P_THREAD_SERIALIZED: the application's calls progress. */
+    bool serialized() const { return opts_.serialized; }
+    /** Longest sleep between progress calls (keepalive must run). */
+    uint32_t tick_ms() const { return opts_.tick_ms; }
+
+    /** Serialized mode: one progress call from the caller (with the
+     *  deferred work after it); true if it did something. */
+    bool progress_once();
+    /** Serialized mode, after progress_once found nothing: wait up to
+     *  timeout_ms for worker events. Returns at once in busy mode, and in
+     *  adaptive mode within P2P_SPIN_US of the last activity (the caller
+     *  polls again); otherwise arms the worker and sleeps on its event fd
+     *  (without event support: naps briefly). */
+    void idle(int timeout_ms);
+    /** Serialized mode: the application is inside p2p_comm_wait (which
+     *  progresses by itself: the backstop stays away, so it never eats the
+     *  worker events the wait sleeps on). */
+    void serial_wait(bool in) { app_waiting_.store(in, std::memory_order_relaxed); }
     /** Stop and join (idempotent). */
     void stop();
 
@@ -115,6 +147,7 @@ private:
         v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
     }
     void run();
+    void run_backstop();
     void sleep_on_events(int timeout_ms);
     void sleep_on_wake_fd(int64_t ns);
 
@@ -142,6 +175,8 @@ private:
     std::atomic<bool> user_sleep_{false};
     std::atomic<int64_t> inflight_{0};
     std::atomic<int> blocked_{0};  // user threads inside p2p_comm_wait's sleep
+    int64_t last_active_ns_ = 0;   // serialized mode: last productive call
+    std::atomic<bool> app_waiting_{false};  // serialized: inside p2p_comm_wait
 };
 
 int64_t now_ns();

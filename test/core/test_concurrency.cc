@@ -187,6 +187,67 @@ TEST(Mutex, TryLockFailsWhileHeldAndSucceedsAfter) {
     again.join();
 }
 
+// P2P_THREAD_SERIALIZED's worker lock: the application's side (lock) and
+// the backstop's side (try_lock_rare) never hold it at once.
+TEST(AsymmetricMutex, FrequentAndRareSidesExclude) {
+    Mutex mu;
+    mu.set_asymmetric();
+    uint64_t counter = 0;  // plain: only the lock protects it
+    constexpr uint64_t kIters = 20000;
+    std::atomic<bool> done{false};
+    uint64_t rare_wins = 0;
+    std::thread rare([&] {
+        while (!done.load(std::memory_order_acquire)) {
+            if (mu.try_lock_rare()) {
+                uint64_t v = counter;  // a read-modify-write a race would tear
+                std::this_thread::yield();
+                counter = v + 1;
+                ++rare_wins;
+                mu.unlock_rare();
+            }
+        }
+    });
+    for (uint64_t i = 0; i < kIters; ++i) {
+        mu.lock();
+        uint64_t v = counter;
+        if (i % 512 == 0) std::this_thread::yield();
+        counter = v + 1;
+        mu.unlock();
+        if (i % 64 == 0) {  // stay out a while: the rare side gets turns
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    }
+    done.store(true, std::memory_order_release);
+    rare.join();
+    EXPECT_EQ(kIters + rare_wins, counter);
+    EXPECT_GT(rare_wins, 0u) << "the rare side never got in: nothing was tested";
+    EXPECT_EQ(kIters, mu.frequent_locks());
+}
+
+TEST(AsymmetricMutex, RareSideBacksOffAndFrequentSideWaits) {
+    Mutex mu;
+    mu.set_asymmetric();
+    mu.lock();
+    std::thread([&] { EXPECT_FALSE(mu.try_lock_rare()); }).join();
+    mu.unlock();
+    std::atomic<bool> held{false};
+    std::thread rare([&] {
+        ASSERT_TRUE(mu.try_lock_rare());
+        held.store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        mu.unlock_rare();
+    });
+    while (!held.load()) std::this_thread::yield();
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(mu.try_lock());  // the frequent side's try_lock waits too
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0).count();
+    mu.unlock();
+    rare.join();
+    EXPECT_GE(ms, 50) << "the frequent side got in while the rare side held it";
+    EXPECT_EQ(1u, mu.frequent_locks() - 1);  // lock() and try_lock() count
+}
+
 TEST(Registry, ConcurrentAddGetRemoveNeverReusesIds) {
     Registry<int> reg;
     std::mutex mu;

@@ -112,7 +112,14 @@ TEST(ApiContext, BadConfigFieldValues) {
     lr_past.local_rank = 2;
     lr_past.local_size = 2;
     lr_zero.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
+    p2p_config_t thr{}, thr_neg{};
+    thr.field_mask = P2P_CONFIG_FIELD_THREAD_MODE;
+    thr.thread_mode = static_cast<p2p_thread_mode_t>(2);
+    thr_neg.field_mask = P2P_CONFIG_FIELD_THREAD_MODE;
+    thr_neg.thread_mode = static_cast<p2p_thread_mode_t>(-1);
     for (const BadConfig &b : {BadConfig{"local rank 2 of 2", lr_past},
+                               BadConfig{"thread_mode 2", thr},
+                               BadConfig{"thread_mode -1", thr_neg},
                                BadConfig{"local size 0", lr_zero},
                                BadConfig{"progress_mode 3", mode},
                                BadConfig{"progress_mode -1", mode_neg},
@@ -131,7 +138,8 @@ TEST(ApiContext, BadEnvironmentValues) {
         {"P2P_PROGRESS", "bogus"},  {"P2P_PROGRESS", "busy2"},
         {"P2P_SPIN_US", "abc"},     {"P2P_SPIN_US", "-5"},
         {"P2P_SPIN_US", "12x"},     {"P2P_SPIN_US", "99999999999999999999"},
-        {"P2P_PEER_TIMEOUT_MS", "soon"}, {"P2P_LOG_LEVEL", "loud"}};
+        {"P2P_PEER_TIMEOUT_MS", "soon"}, {"P2P_LOG_LEVEL", "loud"},
+        {"P2P_THREAD_MODE", "single"}, {"P2P_THREAD_MODE", "serial"}};
     for (const auto &kv : bad) {
         EnvGuard g(kv.first, kv.second);
         p2p_context_h ctx = nullptr;
@@ -145,12 +153,15 @@ TEST(ApiContext, BadEnvironmentValues) {
 }
 
 TEST(ApiContext, GoodEnvironmentValues) {
-    for (const char *mode : {"adaptive", "busy", "event"}) {
-        EnvGuard g("P2P_PROGRESS", mode);
-        EnvGuard s("P2P_SPIN_US", "10");
-        p2p_context_h ctx = nullptr;
-        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx)) << mode;
-        EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx)) << mode;
+    for (const char *threads : {"multi", "serialized", "SERIALIZED"}) {
+        for (const char *mode : {"adaptive", "busy", "event"}) {
+            EnvGuard t("P2P_THREAD_MODE", threads);
+            EnvGuard g("P2P_PROGRESS", mode);
+            EnvGuard s("P2P_SPIN_US", "10");
+            p2p_context_h ctx = nullptr;
+            ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx)) << threads << " " << mode;
+            EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx)) << threads << " " << mode;
+        }
     }
 }
 

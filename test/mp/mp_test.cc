@@ -1,7 +1,7 @@
 /*
- * mp_test: runs the mp_rank scenarios through p2prun, once with
- * UCX_TLS=shm,self and once with UCX_TLS=tcp (loopback only), each bounded
- * by p2prun --timeout and by a driver deadline.
+ * mp_test: runs the mp_rank scenarios through p2prun, with UCX_TLS=shm,self
+ * and with UCX_TLS=tcp (loopback only), each in both thread modes
+ * (P2P_THREAD_MODE), bounded by p2prun --timeout and by a driver deadline.
  */
 #include "mp_launch.h"
 
@@ -33,6 +33,18 @@ void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
 
 const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
 const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};
+// P2P_THREAD_SERIALIZED: no progress thread; every scenario but `threads`
+// makes one call at a time, so its own polls and waits must move the data
+// (and detect dead peers).
+const Transport kShmSerial = {"shm_serialized",
+                              {"UCX_TLS=shm,self", "P2P_THREAD_MODE=serialized"}};
+const Transport kTcpSerial = {"tcp_serialized", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo",
+                                                 "P2P_THREAD_MODE=serialized"}};
+
+bool is_tcp(const Transport &t) { return std::string(t.name).rfind("tcp", 0) == 0; }
+bool is_serialized(const Transport &t) {
+    return std::string(t.name).find("serialized") != std::string::npos;
+}
 
 std::string p2prun_path() { return mptest::top_builddir() + "/tools/p2prun/p2prun"; }
 std::string mp_rank_path() { return mptest::top_builddir() + "/test/mp/mp_rank"; }
@@ -121,7 +133,7 @@ protected:
 
 std::string tcp_or(const char *shm_value, const char *tcp_value,
                    const Transport &t) {
-    return std::string(t.name) == "tcp" ? tcp_value : shm_value;
+    return is_tcp(t) ? tcp_value : shm_value;
 }
 
 } // namespace
@@ -190,6 +202,9 @@ TEST_P(MpTest, Truncate2Ranks) {
 }
 
 TEST_P(MpTest, Threads2Ranks) {
+    if (is_serialized(GetParam())) {
+        GTEST_SKIP() << "threads post and poll at once: P2P_THREAD_MULTI only";
+    }
     RunSpec s;
     s.ranks = 2;
     s.args = {"threads", "8", "6"};
@@ -205,7 +220,7 @@ TEST_P(MpTest, Shutdown3Ranks) {
 
 // Same-host single copy (src/core/cma.h) applies to the shm runs only:
 // UCX_TLS=tcp turns it off.
-bool single_copy(const Transport &t) { return std::string(t.name) == "shm"; }
+bool single_copy(const Transport &t) { return !is_tcp(t); }
 
 TEST_P(MpTest, SingleCopyFallback2Ranks) {
     RunSpec s;
@@ -429,7 +444,8 @@ TEST_P(MpTest, Idle8RanksUseNoCpu) {
     rmdir(dir_tmpl);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, MpTest, ::testing::Values(kShm, kTcp),
+INSTANTIATE_TEST_SUITE_P(Transports, MpTest,
+                         ::testing::Values(kShm, kTcp, kShmSerial, kTcpSerial),
                          [](const ::testing::TestParamInfo<Transport> &i) {
                              return std::string(i.param.name);
                          });
