@@ -268,6 +268,27 @@ TEST(Perftest, PostBatchRateMovesCheckedBytes) {
     EXPECT_GT(res.arr[0].at("extra").at("blocks_per_post").num, 4.0) << out;
 }
 
+// P2P_THREAD_SERIALIZED through --threads: the perftest loops alone move
+// the data (single-copy sizes included), counts and payloads check out.
+TEST(Perftest, SerializedThreadModeMovesCheckedBytes) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    jsonmini::Value doc;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t lat,bw,rate,batch -s 8,300000 -n 8 -w 2 -W 4 "
+                        "-b 3x300000 --threads serialized --check --json -q",
+                        &doc, &out));
+    EXPECT_EQ(doc.at("threads").str, "serialized");
+    const jsonmini::Value &res = doc.at("results");
+    ASSERT_EQ(res.arr.size(), 8u) << out;
+    for (const jsonmini::Value &v : res.arr) {
+        check_result(v);
+    }
+    ProcResult wait = run2("-t bw -s 4K -n 6 -w 1 -W 2 --wait --threads serialized --csv -q");
+    EXPECT_EQ(wait.rc, 0) << wait.err;
+}
+
 TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
     if (!have_p2prun()) {
         GTEST_SKIP() << "p2prun not built";
@@ -296,6 +317,7 @@ TEST(Perftest, BadCommandLinesFailCleanly) {
     EXPECT_EQ(run(perftest() + " -s 8:x", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -m cuda", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " --threads single", 20).rc, 2);
     /* one process, no launcher: a clear error, not a hang */
     ProcResult single = run("env -u RANK -u WORLD_SIZE -u P2P_RANK -u "
                      "P2P_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE " + perftest() +

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
         return rc > 0 ? 0 : 2;
     }
     Session s(opts);
-    p2p_status_t st = s.ctx.create();
+    p2p_status_t st = s.ctx.create(opts.threads);
     if (st != P2P_OK) {
         return fail(s, "p2p_context_create", st);
     }

@@ -163,6 +163,9 @@ void options_usage(const char *prog) {
         "                 the sender every free window slot in one call,\n"
         "                 the receiver all receives one poll completed\n"
         "                 (extra column blocks_per_post: rank 0's average)\n"
+        "  --threads MODE multi (default) or serialized: the context's\n"
+        "                 thread mode (P2P_THREAD_MODE); serialized has no\n"
+        "                 progress thread and no per-message locks\n"
         "  --check        fill payloads and verify them on receipt\n"
         "                 (slower; for correctness runs)\n"
         "  --timeout SEC  bound on one measurement point (60)\n"
@@ -177,9 +180,15 @@ void options_usage(const char *prog) {
         prog);
 }
 
+std::string Options::threads_in_effect() const {
+    if (!threads.empty()) return threads;
+    const char *e = std::getenv("P2P_THREAD_MODE");
+    return (e != nullptr && *e != '\0') ? e : "multi";
+}
+
 int options_parse(int argc, char **argv, Options *opts) {
     enum { OPT_WAIT = 256, OPT_CHECK, OPT_TIMEOUT, OPT_CSV, OPT_JSON, OPT_ALLOC,
-           OPT_POST_BATCH };
+           OPT_POST_BATCH, OPT_THREADS };
     static const struct option kLong[] = {
         {"wait", no_argument, nullptr, OPT_WAIT},
         {"check", no_argument, nullptr, OPT_CHECK},
@@ -188,6 +197,7 @@ int options_parse(int argc, char **argv, Options *opts) {
         {"json", no_argument, nullptr, OPT_JSON},
         {"alloc", required_argument, nullptr, OPT_ALLOC},
         {"post-batch", no_argument, nullptr, OPT_POST_BATCH},
+        {"threads", required_argument, nullptr, OPT_THREADS},
         {"quiet", no_argument, nullptr, 'q'},
         {"help", no_argument, nullptr, 'h'},
         {"version", no_argument, nullptr, 'V'},
@@ -237,6 +247,10 @@ int options_parse(int argc, char **argv, Options *opts) {
             break;
         case OPT_CHECK: o.check = true; break;
         case OPT_POST_BATCH: o.post_batch = true; break;
+        case OPT_THREADS:
+            ok = std::strcmp(optarg, "multi") == 0 || std::strcmp(optarg, "serialized") == 0;
+            o.threads = optarg;
+            break;
         case OPT_TIMEOUT:
             ok = parse_u64(optarg, &v) && v > 0 && v <= 86400;
             o.timeout_s = static_cast<double>(v);

@@ -32,6 +32,12 @@ struct Options {
     std::string mem_type = "host";
     bool lib_alloc = false;           /* buffers from p2p_mem_alloc */
     bool post_batch = false;          /* rate: post with the batch calls */
+    /* --threads: "multi" or "serialized" (p2p_config_t.thread_mode);
+     * empty: P2P_THREAD_MODE decides */
+    std::string threads;
+    /** The thread mode in effect: --threads, else P2P_THREAD_MODE, else
+     *  multi (for the report header). */
+    std::string threads_in_effect() const;
 };
 
 /**

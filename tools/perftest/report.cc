@@ -101,12 +101,13 @@ void Reporter::header() {
         std::printf("%s\n", kCsvHeader);
     } else if (opts_.format == Format::TABLE) {
         std::printf("# p2p_perftest (ucxp2p %s) ranks=%u bootstrap=%s "
-                    "completion=%s buffers=%s alloc=%s posts=%s\n",
+                    "completion=%s buffers=%s alloc=%s posts=%s threads=%s\n",
                     p2p_version(), world_size_, bootstrap_.c_str(),
                     opts_.use_wait ? "wait" : "poll",
                     opts_.pool_bytes ? "pool" : "reuse",
                     opts_.lib_alloc ? "lib" : "user",
-                    opts_.post_batch ? "batch" : "single");
+                    opts_.post_batch ? "batch" : "single",
+                    opts_.threads_in_effect().c_str());
         std::printf("+-------+----------+---------+------+-----------------"
                     "------------------------------+---------------------+"
                     "-------------+\n");
@@ -169,7 +170,8 @@ void Reporter::finish() {
                 "  \"timestamp\": %lld,\n  \"ranks\": %u,\n"
                 "  \"bootstrap\": \"%s\",\n  \"completion\": \"%s\",\n"
                 "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n"
-                "  \"alloc\": \"%s\",\n  \"posts\": \"%s\",\n  \"window\": %u,\n"
+                "  \"alloc\": \"%s\",\n  \"posts\": \"%s\",\n  \"threads\": \"%s\",\n"
+                "  \"window\": %u,\n"
                 "  \"check\": %s,\n  \"results\": [",
                 json_escape(p2p_version()).c_str(),
                 (long long)std::time(nullptr), world_size_,
@@ -177,7 +179,7 @@ void Reporter::finish() {
                 opts_.use_wait ? "wait" : "poll",
                 opts_.pool_bytes ? "pool" : "reuse", opts_.pool_bytes,
                 opts_.lib_alloc ? "lib" : "user", opts_.post_batch ? "batch" : "single",
-                opts_.window, opts_.check ? "true" : "false");
+                json_escape(opts_.threads_in_effect()).c_str(), opts_.window, opts_.check ? "true" : "false");
     for (size_t i = 0; i < results_.size(); ++i) {
         const Result &r = results_[i];
         Stats s = stats_of(r.samples_us);

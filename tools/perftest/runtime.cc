@@ -24,7 +24,15 @@ Context::~Context() {
     }
 }
 
-p2p_status_t Context::create() { return p2p_context_create(nullptr, &h_); }
+p2p_status_t Context::create(const std::string &threads) {
+    if (threads.empty()) {
+        return p2p_context_create(nullptr, &h_);
+    }
+    p2p_config_t cfg = {};
+    cfg.field_mask = P2P_CONFIG_FIELD_THREAD_MODE;
+    cfg.thread_mode = threads == "serialized" ? P2P_THREAD_SERIALIZED : P2P_THREAD_MULTI;
+    return p2p_context_create(&cfg, &h_);
+}
 
 Bootstrap::~Bootstrap() {
     if (h_ != nullptr) {

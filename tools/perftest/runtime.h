@@ -33,7 +33,8 @@ public:
     ~Context();
     Context(const Context &) = delete;
     Context &operator=(const Context &) = delete;
-    p2p_status_t create();
+    /** threads: "multi", "serialized", or empty (from the environment). */
+    p2p_status_t create(const std::string &threads);
     p2p_context_h get() const { return h_; }
 
 private:
