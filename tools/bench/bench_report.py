@@ -75,8 +75,9 @@ def fmt(v, digits=2):
 
 def summary_rows(med):
     rows = []
-    order = {"bw": 0, "lat": 1, "rate": 2, "rate_batched": 3, "batch": 4,
-             "setup": 5, "first_msg": 6, "mem_per_comm": 7}
+    order = {"bw": 0, "lat": 1, "rate": 2, "rate_batched": 3,
+             "rate_serialized": 4, "batch": 5, "setup": 6, "first_msg": 7,
+             "mem_per_comm": 8}
     for key in sorted(med, key=lambda k: (k[0], order.get(k[1], 9), k[2])):
         transport, test, size = key
         m = med[key]

@@ -4,10 +4,12 @@
 # within the same minute (this machine's speed drifts by 3-4x between
 # phases: compare within a round, not across rounds).
 #
-#   tools/bench/rate_ab.sh [-n ROUNDS] [-t TLS] [-a ARGS] [-i] TREE...
+#   tools/bench/rate_ab.sh [-n ROUNDS] [-t TLS] [-a ARGS] [-i] TREE[=OPTS]...
 #
 # TREE: a configured and built ucxp2p tree (its .libs and
 # tools/perftest/.libs are used directly, so a tree may be a copy).
+# =OPTS: p2p_perftest options for that entry only, commas for spaces
+# (e.g. . .=--threads=serialized compares the thread modes of one tree).
 # Each round: ucx_perftest tag_bw (server core 0, client core 1), then
 # p2p_perftest -t rate in each TREE (rank r pinned to core r % 2), all with
 # window 64 and 128000 timed messages. Prints msg/s and the ratio to the
@@ -30,16 +32,19 @@ while getopts "n:t:a:i" o; do
     t) tls=$OPTARG ;;
     a) more=$OPTARG ;;
     i) icount=1 ;;
-    *) sed -n '2,21p' "$0"; exit 2 ;;
+    *) sed -n '2,23p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
 trees=()
-for t in "$@"; do
+for spec in "$@"; do
+    t=${spec%%=*}
     [ -x "$t/tools/perftest/.libs/p2p_perftest" ] ||
         { echo "rate_ab: $t is not a built ucxp2p tree" >&2; exit 1; }
-    trees+=("$(cd "$t" && pwd)")
+    opts=""
+    [ "$t" = "$spec" ] || opts="=${spec#*=}"
+    trees+=("$(cd "$t" && pwd)$opts")
 done
 set -- "${trees[@]}"
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -63,10 +68,14 @@ chmod +x "$work/rank.sh"
 
 # shellcheck disable=SC2206
 args=(-t rate -s 8 -n 2000 -w 200 -W 64 -q $more)
-p2p_rate() {  # TREE -> msg/s
-    UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$1/.libs" \
-        "$work/rank.sh" "$1/tools/perftest/.libs/p2p_perftest" "${args[@]}" --csv \
-        2>/dev/null | tail -1 | cut -d, -f14
+tree_of() { echo "${1%%=*}"; }                      # TREE[=OPTS] -> TREE
+opts_of() { [ "${1#*=}" = "$1" ] || echo "${1#*=}" | tr ',' ' '; }  # -> OPTS
+p2p_rate() {  # TREE[=OPTS] -> msg/s
+    local t; t=$(tree_of "$1")
+    # shellcheck disable=SC2046
+    UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$t/.libs" \
+        "$work/rank.sh" "$t/tools/perftest/.libs/p2p_perftest" "${args[@]}" \
+        $(opts_of "$1") --csv 2>/dev/null | tail -1 | cut -d, -f14
 }
 ucx_rate() {  # -> msg/s
     local port=$((20000 + RANDOM % 10000)) v
@@ -79,12 +88,13 @@ ucx_rate() {  # -> msg/s
     wait
     echo "${v:-0}"
 }
-icount_of() {  # TREE RANK -> instructions per message
-    local out=$work/cg.$2.out rr msgs
+icount_of() {  # TREE[=OPTS] RANK -> instructions per message
+    local out=$work/cg.$2.out rr msgs t; t=$(tree_of "$1")
+    # shellcheck disable=SC2046
     CG_RANK=$2 CG_OUT=$out UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- \
-        env LD_LIBRARY_PATH="$1/.libs" "$work/rank.sh" \
-        "$1/tools/perftest/.libs/p2p_perftest" -t rate -s 8 -n 2000 -w 10 -W 64 -q $more \
-        >/dev/null 2>&1
+        env LD_LIBRARY_PATH="$t/.libs" "$work/rank.sh" \
+        "$t/tools/perftest/.libs/p2p_perftest" -t rate -s 8 -n 2000 -w 10 -W 64 -q $more \
+        $(opts_of "$1") >/dev/null 2>&1
     rr=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
          grep -m1 'perftest::run_rate' | awk '{gsub(",", "", $1); print $1}')
     msgs=$(( (2000 + 10) * 64 ))  # timed + warm-up iterations, W each
@@ -103,7 +113,7 @@ for k in $(seq "$rounds"); do
     line="round $k: ucx_perftest $u"
     for t in "$@"; do
         v=$(p2p_rate "$t")
-        line+="  $(basename "$t") $v ($(python3 -c "print(round(${v:-0}/max(${u:-0},1),2))")x)"
+        line+="  $(basename "$(tree_of "$t")")$(opts_of "$t" | sed 's/^./ &/') $v ($(python3 -c "print(round(${v:-0}/max(${u:-0},1),2))")x)"
     done
     echo "$line"
 done

@@ -14,7 +14,8 @@ each (medians reported):
 with the same window, iterations and buffer mode, then the 8-byte latency
 and message-rate points (rate streams as tag_bw does: at most W sends in
 flight, W receives posted, one final ack; row rate_batched: the same stream
-posted with the batch calls, p2p_perftest --post-batch), the 128x512K batch
+posted with the batch calls, p2p_perftest --post-batch; row
+rate_serialized: the same with --threads serialized), the 128x512K batch
 against MPI
 with the same window, communicator setup (2 ranks) and memory per
 communicator (8 ranks).
@@ -45,6 +46,9 @@ TRANSPORTS = {
     "shm": {"ucx_tls": "shm,self", "btl": "self,vader"},
     "tcp": {"ucx_tls": "tcp,self", "btl": "self,tcp"},
 }
+# The 8-byte rate rows: p2p_perftest variants, each beside the same
+# ucx_perftest and MPI numbers (only "rate" carries the target).
+RATE_ROWS = ("rate", "rate_batched", "rate_serialized")
 MPI_ROOT = ["--allow-run-as-root", "--oversubscribe"]
 MPI_UCX = ["--mca", "pml", "ucx", "--mca", "pml_ucx_tls", "any",
            "--mca", "pml_ucx_devices", "any"]
@@ -274,9 +278,15 @@ class Runner:
                          extra=["--post-batch"])
             self.record(tr, "ucxp2p", "rate_batched", 8, fget(r, "msg_rate"),
                         "msg/s")
+            # P2P_THREAD_SERIALIZED (--threads serialized): no locked
+            # instruction per message, no progress thread beside the rank.
+            r = self.p2p(tls, "rate", 8, it, max(2, it // 10), a.window,
+                         extra=["--threads", "serialized"])
+            self.record(tr, "ucxp2p", "rate_serialized", 8,
+                        fget(r, "msg_rate"), "msg/s")
             u = self.ucx_perftest(tls, "tag_bw", 8, it * a.window,
                                   max(2, it // 10) * a.window)
-            for test in ("rate", "rate_batched"):
+            for test in RATE_ROWS:
                 self.record(tr, "ucx_perftest", test, 8, u and u["msg_rate"],
                             "msg/s")
             if not a.no_mpi:
@@ -286,7 +296,7 @@ class Runner:
                                 fget(m, "lat_p50_us"), "us")
                     m = self.mpi(pml, tr, "rate", 8, it, max(2, it // 10),
                                  a.window)
-                    for test in ("rate", "rate_batched"):
+                    for test in RATE_ROWS:
                         self.record(tr, "mpi_" + pml, test, 8,
                                     fget(m, "msg_rate"), "msg/s")
 
