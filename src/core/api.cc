@@ -531,21 +531,29 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                 return P2P_ERR_SHUTDOWN;
             }
             int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
-            if (timeout_ms >= 0 && left_ms <= 0) {
-                *count_p = 0;
-                return P2P_ERR_TIMEOUT;
-            }
+            const bool expired = timeout_ms >= 0 && left_ms <= 0;
             if (pr.serialized()) {
-                // This call drives progress; between rounds that found
-                // nothing (and no entry a backstop round queued just
-                // before this call began) it sleeps on worker events, at
-                // most a tick at a time so keepalive runs and the deadline
-                // holds.
-                if (!pr.progress_once() && q.empty()) {
+                // This call drives progress: one round before every
+                // deadline check (so a zero timeout polls); after a round
+                // that found nothing (and no entry a backstop round queued
+                // just before this call began) it sleeps on worker events,
+                // at most a tick at a time so keepalive runs and the
+                // deadline holds.
+                bool did = pr.progress_once();
+                if (!q.empty()) continue;
+                if (expired) {
+                    *count_p = 0;
+                    return P2P_ERR_TIMEOUT;
+                }
+                if (!did) {
                     int tick = static_cast<int>(pr.tick_ms());
                     pr.idle(left_ms < 0 ? tick : static_cast<int>(std::min<int64_t>(left_ms, tick)));
                 }
                 continue;
+            }
+            if (expired) {
+                *count_p = 0;
+                return P2P_ERR_TIMEOUT;
             }
             // The progress thread completes operations (make sure it is not
             // napping for a poller); wake up at least every 100 ms to

@@ -126,6 +126,35 @@ TEST_P(Serialized, PollAloneMovesMessages) {
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(rm));
 }
 
+// With no progress thread, a zero-timeout wait must progress like a poll:
+// a rendezvous-sized self send completes within a few such calls.
+TEST_P(Serialized, ZeroTimeoutWaitProgresses) {
+    const size_t kLen = (size_t(2) << 20) + 1;
+    Buf b(2 * kLen, 0x5a);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 2 * kLen, &mem));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 77, b.data(), kLen, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 77, b.data() + kLen, kLen, mem, nullptr));
+    size_t got[2] = {0, 0};
+    int calls = 0;
+    for (; calls < 200 && (got[0] == 0 || got[1] == 0); ++calls) {
+        for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+            p2p_completion_t c{};
+            size_t n = 0;
+            p2p_status_t st = p2p_comm_wait(comm_, q, &c, 1, &n, 0);
+            ASSERT_TRUE(st == P2P_OK || st == P2P_ERR_TIMEOUT) << p2p_status_string(st);
+            if (st == P2P_OK) {
+                EXPECT_EQ(P2P_OK, c.status);
+                EXPECT_EQ(kLen, c.bytes);
+                got[q] += n;
+            }
+        }
+    }
+    EXPECT_EQ(1u, got[P2P_QUEUE_SEND]) << "after " << calls << " zero-timeout waits";
+    EXPECT_EQ(1u, got[P2P_QUEUE_RECV]) << "after " << calls << " zero-timeout waits";
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
 // A wait with nothing to arrive keeps its deadline; outside busy mode it
 // sleeps rather than spins.
 TEST_P(Serialized, IdleWaitTimesOutAndSleeps) {
