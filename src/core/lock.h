@@ -45,7 +45,6 @@ public:
     /** Switch to the asymmetric mode (see above). Call before the mutex is
      *  first used, from the thread that created it (or publish it after). */
     void set_asymmetric();
-    bool asymmetric() const { return asym_; }
 
     void lock() {
         if (asym_) {

@@ -135,7 +135,7 @@ bool Progress::try_progress_from_user() {
 }
 
 bool Progress::progress_once() {
-    std::lock_guard<Mutex> lock(worker_mu_);  // a no-op when serialized
+    std::lock_guard<Mutex> lock(worker_mu_);  // the asymmetric side: plain stores
     bool did = ucp_worker_progress(worker_) != 0;
     after_progress_();
     if (did) last_active_ns_ = now_ns();
@@ -183,11 +183,11 @@ void Progress::run_backstop() {
     int quiet = 0, timeout = kActiveMs;
     bool armed = false;
     while (!stop_.load(std::memory_order_relaxed)) {
-        struct pollfd pfd[2] = {{wake_fd_, POLLIN, 0}, {worker_efd_, POLLIN, 0}};
-        if (poll(pfd, armed ? 2 : 1, timeout) > 0 && (pfd[0].revents & POLLIN) != 0) {
-            uint64_t v;
-            ssize_t r = read(wake_fd_, &v, sizeof(v));
-            (void)r;
+        // The worker's fd only while armed: unarmed it may stay readable.
+        if (armed) {
+            sleep_on_events(timeout);
+        } else {
+            sleep_on_wake_fd(static_cast<int64_t>(timeout) * 1000000);
         }
         armed = false;
         uint64_t now = worker_mu_.frequent_locks();

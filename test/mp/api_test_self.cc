@@ -12,6 +12,7 @@
 using apitest::ApiFixture;
 using apitest::bounded;
 using apitest::Buf;
+using apitest::mode_name;
 
 namespace {
 
@@ -27,14 +28,6 @@ protected:
         open(&cfg);
     }
 };
-
-std::string mode_name(p2p_progress_mode_t m) {
-    switch (m) {
-    case P2P_PROGRESS_BUSY: return "busy";
-    case P2P_PROGRESS_EVENT: return "event";
-    default: return "adaptive";
-    }
-}
 
 struct Modes {
     p2p_progress_mode_t progress;

@@ -237,9 +237,5 @@ INSTANTIATE_TEST_SUITE_P(Modes, Serialized,
                          ::testing::Values(P2P_PROGRESS_ADAPTIVE, P2P_PROGRESS_BUSY,
                                            P2P_PROGRESS_EVENT),
                          [](const ::testing::TestParamInfo<p2p_progress_mode_t> &i) {
-                             switch (i.param) {
-                             case P2P_PROGRESS_BUSY: return std::string("busy");
-                             case P2P_PROGRESS_EVENT: return std::string("event");
-                             default: return std::string("adaptive");
-                             }
+                             return apitest::mode_name(i.param);
                          });

@@ -89,6 +89,15 @@ private:
     size_t n_ = 0;
 };
 
+/** A progress mode's name, for parameterized test names. */
+inline std::string mode_name(p2p_progress_mode_t m) {
+    switch (m) {
+    case P2P_PROGRESS_BUSY: return "busy";
+    case P2P_PROGRESS_EVENT: return "event";
+    default: return "adaptive";
+    }
+}
+
 inline p2p_config_t mode_config(p2p_progress_mode_t mode) {
     p2p_config_t c{};
     c.field_mask = P2P_CONFIG_FIELD_PROGRESS_MODE;
