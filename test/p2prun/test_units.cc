@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 using namespace p2prun;
@@ -140,6 +141,15 @@ TEST(P2prunJobEnv, TokenAndPort) {
     int port = pick_free_loopback_port(&err);
     EXPECT_GT(port, 0) << err;
     EXPECT_LT(port, 65536);
+    // Outside the ephemeral range, where nothing binding port 0 or
+    // connecting can take it before rank 0 listens.
+    FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    int lo = 0, hi = 0;
+    if (f != nullptr && std::fscanf(f, "%d %d", &lo, &hi) == 2 && lo >= 11024) {
+        EXPECT_GE(port, 10000);
+        EXPECT_LT(port, std::min(lo, 20000));
+    }
+    if (f != nullptr) std::fclose(f);
 }
 
 TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {

@@ -7,9 +7,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 
 namespace p2prun {
 
@@ -24,7 +27,56 @@ const char *const kScrubbed[] = {
 
 } // namespace
 
+namespace {
+
+/** The kernel's ephemeral port range (bind to port 0, connect). */
+bool ephemeral_range(int *lo, int *hi) {
+    FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (f == nullptr) {
+        return false;
+    }
+    bool ok = std::fscanf(f, "%d %d", lo, hi) == 2 && *lo > 0 && *lo <= *hi;
+    std::fclose(f);
+    return ok;
+}
+
+/** Rank 0 can listen on port: bindable on every address as its listener
+ *  binds it (SO_REUSEADDR, so connections in TIME_WAIT do not count). */
+bool port_bindable(int port) {
+    UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    if (!sock.valid() ||
+        ::setsockopt(sock.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+        return false;
+    }
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    return ::bind(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0;
+}
+
+} // namespace
+
 int pick_free_loopback_port(std::string *error) {
+    // Below the ephemeral range when there is room: the port is free only
+    // until rank 0 listens on it, and in between any socket that binds port
+    // 0 or connects -- UCX's tcp endpoints, of this job or another -- could
+    // be given it by the kernel ("Address already in use" at rank 0). Ports
+    // outside the range are only taken by explicit binds.
+    // 10000-19999 unless the range starts lower.
+    constexpr int kLow = 10000;
+    int elo = 0, ehi = 0;
+    if (ephemeral_range(&elo, &ehi) && std::min(elo, 20000) - kLow >= 1024) {
+        std::mt19937 gen(std::random_device{}());
+        std::uniform_int_distribution<int> pick(kLow, std::min(elo, 20000) - 1);
+        for (int tries = 0; tries < 64; ++tries) {
+            int port = pick(gen);
+            if (port_bindable(port)) {
+                return port;
+            }
+        }
+    }
     UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!sock.valid()) {
         *error = std::string("socket: ") + std::strerror(errno);

@@ -15,8 +15,10 @@ struct JobInfo {
     std::string job_token;  // 32 lowercase hex digits
 };
 
-// Binds a TCP socket to 127.0.0.1:0 and returns the port the kernel chose,
-// or 0 (with *error set) on failure.
+// A port rank 0 can listen on: a random bindable one in 10000-19999 and
+// below the kernel's ephemeral range (so no port-0 bind or connect
+// elsewhere can take it before rank 0 listens), else one the kernel picks
+// for 127.0.0.1:0; 0 (with *error set) on failure.
 int pick_free_loopback_port(std::string *error);
 
 // 128 random bits from /dev/urandom as 32 hex digits; empty (with *error
