@@ -2,6 +2,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/shm_region.h"
+#include "core/ucx_tls.h"
 
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -85,27 +86,6 @@ bool read_boot_id(uint8_t out[16]) {
     return n == 32;
 }
 
-/** UCX_TLS allows shared-memory single copy: unset, or it names cma, sm,
- *  shm or all; an exclusion list ("^...") must not name cma, sm or shm. */
-bool ucx_tls_allows() {
-    const char *tls = std::getenv("UCX_TLS");
-    if (tls == nullptr || *tls == '\0') return true;
-    bool exclude = tls[0] == '^';
-    std::string s(exclude ? tls + 1 : tls);
-    bool named = false, shm_named = false;
-    size_t pos = 0;
-    while (pos <= s.size()) {
-        size_t end = s.find(',', pos);
-        if (end == std::string::npos) end = s.size();
-        std::string tok = s.substr(pos, end - pos);
-        if (tok == "cma" || tok == "sm" || tok == "shm") shm_named = true;
-        if (tok == "all") named = true;
-        pos = end + 1;
-    }
-    if (exclude) return !shm_named;
-    return named || shm_named;
-}
-
 Identity compute_identity() {
     Identity id;
     std::memset(&id, 0, sizeof(id));
@@ -121,7 +101,7 @@ Identity compute_identity() {
                 "single copy disabled", mode.c_str());
         return id;
     }
-    if (!ucx_tls_allows()) {
+    if (!UcxTls::from_environment().allows("cma")) {
         P2P_LOG(P2P_LOG_DEBUG, "cma: disabled because UCX_TLS excludes "
                 "shared memory");
         return id;

@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "core/rails.h"
 #include "core/status.h"
+#include "core/ucx_tls.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -32,29 +33,6 @@ void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) 
         P2P_LOG(P2P_LOG_DEBUG, "context: ucx setting %s=%s not applied: %s",
                 name, value.c_str(), ucs_status_string(st));
     }
-}
-
-/** True unless UCX_TLS rules out every shared-memory transport (then the
- *  MM setting would only draw an "invalid configuration" warning; "self"
- *  alone does not count: without the setting UCX reaches the own worker
- *  over the other transports). */
-bool tls_may_use_shm() {
-    const char *tls = std::getenv("UCX_TLS");
-    if (tls == nullptr || tls[0] == '^') {
-        return true;
-    }
-    std::string t(tls);
-    for (const char *name : {"all", "sm", "shm", "mm", "posix", "sysv"}) {
-        size_t pos = 0;
-        while ((pos = t.find(name, pos)) != std::string::npos) {
-            size_t end = pos + std::strlen(name);
-            bool starts = pos == 0 || t[pos - 1] == ',';
-            bool ends = end == t.size() || t[end] == ',';
-            if (starts && ends) return true;
-            pos = end;
-        }
-    }
-    return false;
 }
 
 /** The integer a C caller stored in an enum field. Reading the field as the
@@ -192,7 +170,9 @@ p2p_status_t Context::create(const ContextSettings &settings,
     }
     // Shared memory transports must advertise peer-failure support, or UCX
     // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
-    if (tls_may_use_shm()) {
+    // (Unless UCX_TLS rules them all out: then the setting would only draw
+    // an "invalid configuration" warning.)
+    if (UcxTls::from_environment().allows_shm_am()) {
         ucx_default(cfg.get(), "MM_ERROR_HANDLING", "y");
     }
     // Bound the time to detect a dead peer (keepalive rounds).
