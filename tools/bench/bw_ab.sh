@@ -1,0 +1,82 @@
+#!/bin/bash
+# Bandwidth at one message size: built trees (each optionally with extra
+# environment) against ucx_perftest tag_bw, plain and with -e (peer error
+# handling, as ucxp2p's endpoints have), alternated in rounds so that each
+# round's points are taken within the same minute; prints every round and
+# the medians. This machine's speed drifts between phases: compare within
+# rounds and medians of the same invocation, never across invocations.
+#
+#   tools/bench/bw_ab.sh [-n ROUNDS] [-t TLS] [-s SIZE] [-m MSGS] TREE[+VAR=VAL...]...
+#
+# TREE: a configured and built ucxp2p tree. +VAR=VAL: environment for that
+# entry only (e.g. . .+UCX_MAX_EAGER_RAILS=1 compares the default with one
+# setting). SIZE in bytes (default 524288), MSGS per point (default 4096,
+# window 64 everywhere). Server/rank 0 on core 0, client/rank 1 on core 1.
+set -euo pipefail
+rounds=5 tls=tcp,self size=524288 msgs=4096
+while getopts "n:t:s:m:" o; do
+    case $o in
+    n) rounds=$OPTARG ;;
+    t) tls=$OPTARG ;;
+    s) size=$OPTARG ;;
+    m) msgs=$OPTARG ;;
+    *) sed -n '2,14p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
+[[ $size =~ ^[0-9]+$ && $msgs -ge 64 ]] || { echo "bw_ab: bad -s or -m" >&2; exit 2; }
+top=$(cd "$(dirname "$0")/../.." && pwd)
+p2prun=$top/tools/p2prun/p2prun
+[ -x "$p2prun" ] || { echo "bw_ab: build $top first (no $p2prun)" >&2; exit 1; }
+for spec in "$@"; do
+    t=${spec%%+*}
+    [ -x "$t/tools/perftest/.libs/p2p_perftest" ] ||
+        { echo "bw_ab: $t is not a built ucxp2p tree" >&2; exit 1; }
+done
+ncpu=$(nproc)
+
+ucx_bw() {  # [-e] -> MiB/s (ucx_perftest's "MB/s" are MiB/s)
+    local port=$((20000 + RANDOM % 10000)) v
+    UCX_TLS=$tls UCX_MM_ERROR_HANDLING=y taskset -c 0 ucx_perftest -t tag_bw -s "$size" -n "$msgs" -w $((msgs / 10)) \
+        -O 64 -p $port "$@" >/dev/null 2>&1 &
+    sleep 0.5
+    v=$(UCX_TLS=$tls UCX_MM_ERROR_HANDLING=y taskset -c $((1 % ncpu)) ucx_perftest 127.0.0.1 -t tag_bw -s "$size" \
+        -n "$msgs" -w $((msgs / 10)) -O 64 -p $port -v "$@" 2>&1 |
+        grep -E '^ *[0-9]' | tail -1 | awk -F, '{print $6}')
+    wait || true
+    echo "${v:-0}"
+}
+p2p_bw() {  # TREE[+VAR=VAL...] -> MiB/s
+    local t=${1%%+*} envs=()
+    [ "$t" = "$1" ] || IFS=+ read -r -a envs <<<"${1#*+}"
+    env UCX_TLS="$tls" "${envs[@]}" "$p2prun" -n 2 --no-prefix -- \
+        env LD_LIBRARY_PATH="$(cd "$t" && pwd)/.libs" sh -c \
+        "exec taskset -c \$((RANK % $ncpu)) \"\$0\" \"\$@\"" \
+        "$t/tools/perftest/.libs/p2p_perftest" -t bw -s "$size" -n $((msgs / 64)) \
+        -w 2 -W 64 -q --csv 2>/dev/null | tail -1 | cut -d, -f13
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+
+labels=(ucx_perftest ucx_perftest_-e "$@")
+declare -A got
+for r in $(seq "$rounds"); do
+    line="round $r:"
+    vals=("$(ucx_bw)" "$(ucx_bw -e)")
+    for spec in "$@"; do vals+=("$(p2p_bw "$spec")"); done
+    for i in "${!labels[@]}"; do
+        got[$i]="${got[$i]:-} ${vals[$i]}"
+        line+="  ${labels[$i]} ${vals[$i]}"
+    done
+    echo "$line"
+done
+echo "medians (MiB/s, $size B, UCX_TLS=$tls, $rounds rounds):"
+for i in "${!labels[@]}"; do
+    # shellcheck disable=SC2086
+    m=$(median ${got[$i]})
+    # shellcheck disable=SC2086
+    u=$(median ${got[0]}) e=$(median ${got[1]})
+    printf '  %-28s %10s  %5.2fx ucx_perftest  %5.2fx -e\n' "${labels[$i]}" "$m" \
+        "$(echo "$m $u" | awk '{print ($2 > 0 ? $1 / $2 : 0)}')" \
+        "$(echo "$m $e" | awk '{print ($2 > 0 ? $1 / $2 : 0)}')"
+done
