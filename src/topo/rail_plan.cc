@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/ucx_tls.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -304,6 +305,33 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
     }
 }
 
+/**
+ * No rdma rail, and UCX_TLS leaves UCX network transports only (tcp): let
+ * rendezvous data use as many lanes as UCX would give it without error
+ * handling. UCX stripes rendezvous over up to UCX_MAX_RNDV_RAILS devices
+ * through zero-copy RMA lanes, but the peer error handling every ucxp2p
+ * endpoint has drops the RMA lanes of memory domains that cannot
+ * invalidate (tcp), which leaves rendezvous to the active-message
+ * bandwidth lanes: UCX_MAX_EAGER_RAILS of them, 1 by default. Not when
+ * shared memory is allowed: a same-host endpoint would then stripe over a
+ * shared-memory and a tcp lane together (64 KiB: 12x slower, measured).
+ */
+void network_lanes(const PlanInput &in, RailPlan *plan) {
+    const std::string *tls = in.user_ucx_value("UCX_TLS");
+    if (tls == nullptr || UcxTls(tls->c_str()).allows_shm_am()) {
+        return;
+    }
+    const std::string *rndv = in.user_ucx_value("UCX_MAX_RNDV_RAILS");
+    std::string lanes = rndv != nullptr ? *rndv : kUcxDefaultRndvRails;
+    set_ucx(in, plan, "UCX_MAX_EAGER_RAILS", lanes);
+    if (in.user_ucx_value("UCX_MAX_EAGER_RAILS") != nullptr) {
+        return;  // set_ucx noted the user's value
+    }
+    plan->notes.push_back("UCX_TLS=" + *tls + " has no shared memory: rendezvous "
+                          "may stripe over " + lanes + " tcp lanes, as UCX does "
+                          "without peer error handling");
+}
+
 } // namespace
 
 const std::string *PlanInput::user_ucx_value(const std::string &name) const {
@@ -509,85 +537,26 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         set_ucx(in, &plan, "UCX_NET_DEVICES", devs);
         set_ucx(in, &plan, "UCX_MAX_RNDV_RAILS", rails);
         set_ucx(in, &plan, "UCX_MAX_EAGER_RAILS", rails);
+        size_t tcp = std::count_if(plan.nics.begin(), plan.nics.end(),
+                                   [](const PlannedNic &p) { return p.tcp; });
+        const std::string *tls = in.user_ucx_value("UCX_TLS");
+        if (tcp >= 2 && UcxTls(tls != nullptr ? tls->c_str() : nullptr).allows_shm_am()) {
+            // UCX 1.13 picks the extra active-message lanes without a
+            // bandwidth ratio check: same-host endpoints get a tcp one too.
+            plan.notes.push_back(
+                "tcp rails with shared memory allowed: same-host messages from "
+                "8 KiB up that UCX carries stripe over shared memory and tcp "
+                "together (64 KiB: 5x slower, measured); for cross-host tcp "
+                "traffic only, set UCX_TLS=tcp,self");
+        }
         if (plan.gid.index >= 0) {
             set_ucx(in, &plan, "UCX_IB_GID_INDEX", std::to_string(plan.gid.index));
         }
+    } else {
+        network_lanes(in, &plan);
     }
     *out = std::move(plan);
     return P2P_OK;
-}
-
-std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
-                            unsigned ucx_minor) {
-    std::string names;
-    size_t n = 0;
-    for (const Nic &nic : machine.nics) {
-        if (nic.kind == NicKind::EFA) {
-            names += (n++ == 0 ? "" : ",") + nic.name;
-        }
-    }
-    if (n == 0 || ucx_major > 1 || (ucx_major == 1 && ucx_minor >= 19)) {
-        return "";
-    }
-    return "this machine has " + std::to_string(n) + " EFA device(s) (" + names +
-           ") but UCX " + std::to_string(ucx_major) + "." +
-           std::to_string(ucx_minor) +
-           " has no EFA transport: EFA needs UCX >= 1.19 built --with-efa "
-           "(transport 'srd'); traffic falls back to tcp. Fix: install UCX >= "
-           "1.19 with EFA support (e.g. from the AWS EFA installer under "
-           "/opt/amazon/efa, or build it with --with-efa) and make it the one "
-           "loaded (LD_LIBRARY_PATH, or configure ucxp2p --with-ucx=DIR).";
-}
-
-std::string tcp_rails_ucx_note(const RailPlan &plan, unsigned ucx_major,
-                               unsigned ucx_minor) {
-    size_t n = 0;
-    for (const PlannedNic &pn : plan.nics) {
-        n += pn.tcp ? 1 : 0;
-    }
-    if (n < 2 || ucx_major > 1 || (ucx_major == 1 && ucx_minor >= 20)) {
-        return "";
-    }
-    return std::to_string(n) + " tcp rails: UCX " + std::to_string(ucx_major) +
-           "." + std::to_string(ucx_minor) +
-           " pairs tcp lanes in each host's device order without checking "
-           "routes (UCX >= 1.20 does); when hosts list the rails in different "
-           "orders and each rail is its own subnet, some rails may carry "
-           "nothing (docs/PERFORMANCE-RAILS.md)";
-}
-
-std::string rail_plan_describe(const RailPlan &p) {
-    std::ostringstream os;
-    os << "local rank " << p.local_rank << ":";
-    if (p.gpu >= 0) {
-        os << " gpu " << p.gpu << " (" << p.gpu_name << ")";
-    }
-    os << " numa " << p.numa << "\n  rails:";
-    if (p.nics.empty()) {
-        os << " none";
-    }
-    for (const PlannedNic &n : p.nics) {
-        if (n.tcp) {
-            os << " " << n.ucx_name() << " [tcp]";
-            continue;
-        }
-        os << " " << n.ucx_name() << " [" << nic_kind_name(n.nic.kind);
-        if (!n.nic.pci.busid.empty()) {
-            os << " " << n.nic.pci.busid;
-        }
-        os << " numa " << n.nic.pci.numa << "]";
-    }
-    os << "\n  reason: " << p.reason << "\n";
-    if (p.gid.index >= 0) {
-        os << "  gid index: " << p.gid.index << " (" << p.gid.reason << ")\n";
-    }
-    for (const auto &kv : p.ucx_settings) {
-        os << "  set " << kv.first << "=" << kv.second << "\n";
-    }
-    for (const std::string &n : p.notes) {
-        os << "  note: " << n << "\n";
-    }
-    return os.str();
 }
 
 } // namespace topo

@@ -24,6 +24,9 @@ namespace topo {
 /** UCX stripes a message over at most this many rails. */
 constexpr unsigned kUcxMaxRails = 4;
 
+/** UCX's default UCX_MAX_RNDV_RAILS (1.13). */
+constexpr const char *kUcxDefaultRndvRails = "2";
+
 struct PlanInput {
     uint32_t local_rank = 0;
     uint32_t local_size = 1;

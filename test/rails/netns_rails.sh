@@ -1,14 +1,17 @@
 #!/bin/bash
 # Multi-rail end to end: two network namespaces joined by 4 veth pairs, each
 # rate-limited with tc tbf; one rails_bw rank per namespace (UCX_TLS=tcp,
-# P2P_RAILS naming the veths) over 1, 2 and 4 rails. Asserts that bytes
+# P2P_RAILS naming the veths) over 1, 2 and 4 rails; then 2 veths named by
+# the user in UCX_NET_DEVICES instead (no rail plan: the plan must still let
+# rendezvous stripe, see docs/PERFORMANCE-RAILS.md). Asserts that bytes
 # flowed on every rail used; prints the aggregate bandwidth against one rail
 # (reported, not asserted: the machine is shared).
 # Needs root, ip and tc (exit 77 otherwise). Everything it creates is
 # removed on every exit path.
 # Knobs: RAILS_RATE (tbf rate per veth, default 300mbit), RAILS_BW_COUNT
 # (messages, default 64), RAILS_BW_SIZE (bytes, default 4 MiB),
-# RAILS_COUNTS (default "1 2 4").
+# RAILS_COUNTS (default "1 2 4"), RAILS_NET_DEVICES (default 1: the
+# UCX_NET_DEVICES run; 0 skips it).
 set -u
 BUILD=${P2P_TOP_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BW=$BUILD/test/rails/rails_bw
@@ -114,16 +117,18 @@ run() {
     done
     local -a before
     for i in $(seq 0 $((n - 1))); do before[$i]=$(tx_bytes "$NS0" "${RAIL[$i]}"); done
-    local port=$((20000 + (TAG + n * 97 + ${2:+1}0) % 20000))
+    local port=$((20000 + (TAG + n * 97 + ${2:+1}0 + ${VIA:+7}0) % 20000))
     # UCX's info log names each endpoint's lanes (ep_cfg lines): printed
     # with the ranks' output when a rail starves.
     local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
         P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000
         UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info} P2P_LOG_LEVEL=info"
     PIDS=""
-    ip netns exec "$NS0" env $common RANK=0 P2P_RAILS="$r0" timeout 50 "$BW" \
+    local sel=P2P_RAILS
+    [ "${VIA:-}" = net_devices ] && sel=UCX_NET_DEVICES
+    ip netns exec "$NS0" env $common RANK=0 $sel="$r0" timeout 50 "$BW" \
         >"$TMP/r0.$n" 2>&1 & PIDS="$!"
-    ip netns exec "$NS1" env $common RANK=1 P2P_RAILS="$r1" timeout 50 "$BW" \
+    ip netns exec "$NS1" env $common RANK=1 $sel="$r1" timeout 50 "$BW" \
         >"$TMP/r1.$n" 2>&1 & PIDS="$PIDS $!"
     local rc=0 p
     for p in $PIDS; do wait "$p" || rc=1; done
@@ -138,7 +143,7 @@ run() {
     # pairing lanes) the library says so in its rail log.
     local v
     v=$(sed -n 's/.*UCX  INFO  Version \([0-9]*\.[0-9]*\).*/\1/p' "$TMP/r0.$n" | head -1)
-    if [ "$n" -ge 2 ] && [ -n "$v" ] &&
+    if [ "$n" -ge 2 ] && [ -n "$v" ] && [ $sel = P2P_RAILS ] &&
         awk -v v="$v" 'BEGIN { split(v, a, "."); exit !(a[1] == 1 && a[2] < 20) }' &&
         ! grep -q "rails: $n tcp rails: UCX $v pairs" "$TMP/r0.$n"; then
         echo "netns_rails: FAIL: $n rail(s): no tcp-rails note with UCX $v"
@@ -168,7 +173,7 @@ run() {
         run "$n" retry
         return
     fi
-    echo "netns_rails: $n rail(s): $MIBS MiB/s;$line"
+    echo "netns_rails: $n rail(s)${VIA:+ via $sel}: $MIBS MiB/s;$line"
 }
 
 declare -A BWS
@@ -181,5 +186,8 @@ if [ -n "${BWS[1]:-}" ]; then
         awk -v n="$n" -v a="${BWS[$n]}" -v b="${BWS[1]}" \
             'BEGIN { printf "netns_rails: %d rail(s) / 1 rail = %.2fx\n", n, a / b }'
     done
+fi
+if [ "${RAILS_NET_DEVICES:-1}" = 1 ]; then
+    VIA=net_devices run 2
 fi
 echo "netns_rails: PASS (rate $RATE per veth, $RAILS_BW_COUNT x $RAILS_BW_SIZE bytes)"

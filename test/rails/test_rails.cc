@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,6 +176,60 @@ TEST(TcpRails, NetworkInterfacesNamedInP2pRails) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, topo::plan_rails(m, in, &plan));
     in.rails = "veth0:1";       // a port makes it an rdma name
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, topo::plan_rails(m, in, &plan));
+}
+
+static bool has_note(const topo::RailPlan &plan, const std::string &text) {
+    for (const std::string &n : plan.notes) {
+        if (n.find(text) != std::string::npos) return true;
+    }
+    return false;
+}
+
+TEST(TcpRails, SharedMemoryBesideTcpRailsIsNoted) {
+    // UCX 1.13 would give same-host endpoints a tcp lane beside shm.
+    topo::Machine m;
+    m.numa_nodes = {0};
+    topo::PlanInput in;
+    in.rails = "veth0,veth1";
+    in.netdevs = {"veth0", "veth1"};
+    topo::RailPlan plan;
+    ASSERT_EQ(P2P_OK, topo::plan_rails(m, in, &plan));
+    EXPECT_TRUE(has_note(plan, "tcp rails with shared memory allowed"));
+    in.user_ucx = {{"UCX_TLS", "tcp,self"}};
+    ASSERT_EQ(P2P_OK, topo::plan_rails(m, in, &plan));
+    EXPECT_FALSE(has_note(plan, "tcp rails with shared memory allowed"));
+    in.user_ucx.clear();
+    in.rails = "veth0";  // one tcp rail: one lane, nothing to stripe
+    ASSERT_EQ(P2P_OK, topo::plan_rails(m, in, &plan));
+    EXPECT_FALSE(has_note(plan, "tcp rails with shared memory allowed"));
+}
+
+TEST(ApplyUcx, NetworkOnlyTransportsGetRendezvousLanes) {
+    ScopedEnv nd("UCX_NET_DEVICES", nullptr);
+    ScopedEnv rr("UCX_MAX_RNDV_RAILS", nullptr);
+    ScopedEnv er("UCX_MAX_EAGER_RAILS", nullptr);
+    ScopedEnv rails("P2P_RAILS", nullptr);
+    ScopedEnv tls("UCX_TLS", "tcp,self");
+    DIR *ib = opendir("/sys/class/infiniband");
+    bool rdma = false;
+    for (dirent *e; ib != nullptr && (e = readdir(ib)) != nullptr;) {
+        rdma |= e->d_name[0] != '.';
+    }
+    if (ib != nullptr) closedir(ib);
+    if (rdma) {
+        GTEST_SKIP() << "rdma devices present: the rail plan decides";
+    }
+    ucp_config_t *cfg = nullptr;
+    ASSERT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+    EXPECT_EQ(P2P_OK, rails_apply_ucx(cfg));
+    EXPECT_EQ("2", ucx_value(cfg, "MAX_EAGER_RAILS"));
+    ucp_config_release(cfg);
+
+    ScopedEnv user("UCX_MAX_EAGER_RAILS", "1");
+    ASSERT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+    EXPECT_EQ(P2P_OK, rails_apply_ucx(cfg));
+    EXPECT_EQ("1", ucx_value(cfg, "MAX_EAGER_RAILS"));
+    ucp_config_release(cfg);
 }
 
 TEST(ApplyUcx, PlanSettingsReachUcxConfig) {

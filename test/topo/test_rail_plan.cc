@@ -259,6 +259,60 @@ TEST(RailPlan, UserUcxSettingsAreNeverOverridden) {
     EXPECT_TRUE(ignored);
 }
 
+static bool has_note(const RailPlan &p, const std::string &text) {
+    for (const std::string &n : p.notes) {
+        if (n.find(text) != std::string::npos) return true;
+    }
+    return false;
+}
+
+TEST(RailPlan, NetworkOnlyTransportsGetRendezvousLanes) {
+    Machine m = load(fixture("gpu1_nonic.xml"));
+    PlanInput in = input(0, 1);
+    in.user_ucx = {{"UCX_TLS", "tcp,self"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_EQ("no rdma devices", p.reason);
+    EXPECT_EQ("2", setting(p, "UCX_MAX_EAGER_RAILS"));  // UCX's rndv default
+    EXPECT_EQ("<unset>", setting(p, "UCX_NET_DEVICES"));
+    EXPECT_TRUE(has_note(p, "UCX_TLS=tcp,self has no shared memory"));
+
+    in.user_ucx = {{"UCX_TLS", "^sm"}, {"UCX_MAX_RNDV_RAILS", "3"}};
+    EXPECT_EQ("3", setting(plan_ok(m, in), "UCX_MAX_EAGER_RAILS"));
+}
+
+TEST(RailPlan, NetworkLanesKeepUsersEagerRails) {
+    Machine m = load(fixture("gpu1_nonic.xml"));
+    PlanInput in = input(0, 1);
+    in.user_ucx = {{"UCX_TLS", "tcp"}, {"UCX_MAX_EAGER_RAILS", "1"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_MAX_EAGER_RAILS"));
+    EXPECT_TRUE(has_note(p, "kept UCX_MAX_EAGER_RAILS=1 set by the user"));
+    EXPECT_FALSE(has_note(p, "has no shared memory"));
+}
+
+TEST(RailPlan, SharedMemoryTransportsGetNoExtraLanes) {
+    // Same-host endpoints would stripe over shm and tcp together.
+    Machine m = load(fixture("gpu1_nonic.xml"));
+    for (const char *tls : {"tcp,sm,self", "tcp,posix", "^tcp", "all", "mm,tcp"}) {
+        PlanInput in = input(0, 1);
+        in.user_ucx = {{"UCX_TLS", tls}};
+        RailPlan p = plan_ok(m, in);
+        EXPECT_TRUE(p.ucx_settings.empty()) << tls;
+        EXPECT_FALSE(has_note(p, "has no shared memory")) << tls;
+    }
+}
+
+TEST(RailPlan, RdmaRailsDecideEagerRailsUnderNetworkOnlyTransports) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    in.rails = "mlx5_0";
+    in.user_ucx = {{"UCX_TLS", "rc,self"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ("1", setting(p, "UCX_MAX_EAGER_RAILS"));
+    EXPECT_FALSE(has_note(p, "has no shared memory"));
+}
+
 TEST(RailPlan, SmddpDeviceNameIgnoredUnderUserNetDevicesIsNoted) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     PlanInput in = input(0, 4);
