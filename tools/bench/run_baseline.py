@@ -399,7 +399,7 @@ def main():
     p.add_argument("--sizes", default="8,512,4K,64K,512K,4M",
                    help="comma list of sizes (%(default)s)")
     p.add_argument("--transports", default="shm,tcp")
-    p.add_argument("--reps", type=int, default=3,
+    p.add_argument("--reps", type=int, default=5,
                    help="repetitions per point; the median is used (>=3)")
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--batch", default="128x512K")
