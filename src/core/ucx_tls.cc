@@ -7,17 +7,35 @@ namespace ucxp2p {
 
 namespace {
 
+struct Alias {
+    const char *name;
+    std::initializer_list<const char *> tls;
+};
+
+// UCX 1.13's ucp_tl_aliases (":aux" members count as named).
+const Alias kAliases[] = {
+    {"mm", {"posix", "sysv", "xpmem"}},
+    {"sm", {"posix", "sysv", "xpmem", "knem", "cma"}},
+    {"shm", {"posix", "sysv", "xpmem", "knem", "cma"}},
+    {"ib", {"rc_verbs", "ud_verbs", "rc_mlx5", "ud_mlx5", "dc_mlx5"}},
+    {"ud_v", {"ud_verbs"}},
+    {"ud_x", {"ud_mlx5"}},
+    {"ud", {"ud_mlx5", "ud_verbs"}},
+    {"rc_v", {"rc_verbs", "ud_verbs"}},
+    {"rc_x", {"rc_mlx5", "ud_mlx5"}},
+    {"rc", {"rc_mlx5", "ud_mlx5", "rc_verbs", "ud_verbs"}},
+    {"dc", {"dc_mlx5", "ud_mlx5"}},
+    {"dc_x", {"dc_mlx5", "ud_mlx5"}},
+};
+
 void add_expanded(const std::string &name, std::set<std::string> *out) {
-    static const std::initializer_list<const char *> mm = {"posix", "sysv", "xpmem"};
-    static const std::initializer_list<const char *> sm = {"posix", "sysv", "xpmem",
-                                                           "knem", "cma"};
-    if (name == "mm") {
-        out->insert(mm.begin(), mm.end());
-    } else if (name == "sm" || name == "shm") {
-        out->insert(sm.begin(), sm.end());
-    } else {
-        out->insert(name);
+    for (const Alias &a : kAliases) {
+        if (name == a.name) {
+            out->insert(a.tls.begin(), a.tls.end());
+            return;
+        }
     }
+    out->insert(name);
 }
 
 } // namespace
@@ -64,6 +82,15 @@ bool UcxTls::allows(const std::string &tl) const {
 
 bool UcxTls::allows_shm_am() const {
     return allows("posix") || allows("sysv") || allows("xpmem");
+}
+
+bool UcxTls::allows_rdma() const {
+    for (const char *tl : {"rc_verbs", "rc_mlx5", "ud_verbs", "ud_mlx5", "dc_mlx5", "srd"}) {
+        if (allows(tl)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 } // namespace ucxp2p

@@ -424,6 +424,8 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
     }
 
     const std::string *user_nd = in.user_ucx_value("UCX_NET_DEVICES");
+    const std::string *tls_value = in.user_ucx_value("UCX_TLS");
+    const UcxTls tls(tls_value != nullptr ? tls_value->c_str() : nullptr);
     p2p_status_t st = P2P_OK;
     if (user_nd != nullptr) {
         // UCX will use what the user said; show the RDMA part of it.
@@ -452,6 +454,20 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
     } else if (!rails_auto && !rails_count) {
         st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics, in.netdevs);
         plan.reason = "P2P_RAILS=" + in.rails;
+        bool rdma = std::any_of(plan.nics.begin(), plan.nics.end(),
+                                [](const PlannedNic &p) { return !p.tcp; });
+        if (rdma && !tls.allows_rdma()) {
+            plan.notes.push_back("UCX_TLS=" + *tls_value + " has no rdma transport: "
+                                 "UCX cannot use the rdma rails named in P2P_RAILS");
+        }
+    } else if (!all.empty() && !tls.allows_rdma()) {
+        // Pinning UCX_NET_DEVICES to rdma ports would leave a tcp-only
+        // UCX (a common way to rule out the fabric) without any device.
+        plan.reason = "UCX_TLS=" + *tls_value + " has no rdma transport";
+        if (!in.smddp_devices.empty()) {
+            plan.notes.push_back("SMDATAPARALLEL_DEVICE_NAME=" + in.smddp_devices +
+                                 " ignored: UCX_TLS has no rdma transport");
+        }
     } else if (!in.smddp_devices.empty()) {
         st = resolve_names(all, in.smddp_devices, "SMDATAPARALLEL_DEVICE_NAME",
                            &plan.nics);

@@ -66,3 +66,17 @@ TEST(UcxTls, AuxSuffixAndEmptyItemsAreTolerated) {
     EXPECT_FALSE(t.allows(""));
     EXPECT_FALSE(t.allows_shm_am());
 }
+
+TEST(UcxTls, RdmaTransportsAndTheirAliases) {
+    EXPECT_TRUE(UcxTls(nullptr).allows_rdma());
+    EXPECT_TRUE(UcxTls("rc,sm,self").allows_rdma());
+    EXPECT_TRUE(UcxTls("ib").allows("dc_mlx5"));
+    EXPECT_TRUE(UcxTls("rc_x").allows("ud_mlx5"));   // its aux transport
+    EXPECT_FALSE(UcxTls("rc_x").allows("rc_verbs"));
+    EXPECT_TRUE(UcxTls("ud_v,tcp").allows_rdma());
+    EXPECT_TRUE(UcxTls("srd,self").allows_rdma());    // EFA (UCX >= 1.19)
+    EXPECT_TRUE(UcxTls("^tcp").allows_rdma());
+    EXPECT_FALSE(UcxTls("tcp,sm,self").allows_rdma());
+    EXPECT_FALSE(UcxTls("tcp").allows_rdma());
+    EXPECT_FALSE(UcxTls("^ib,srd").allows_rdma());
+}

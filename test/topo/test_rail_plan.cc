@@ -313,6 +313,35 @@ TEST(RailPlan, RdmaRailsDecideEagerRailsUnderNetworkOnlyTransports) {
     EXPECT_FALSE(has_note(p, "has no shared memory"));
 }
 
+TEST(RailPlan, TcpOnlyTransportsPlanNoRdmaRails) {
+    // A tcp-only UCX given UCX_NET_DEVICES=mlx5_X:1 would have no device.
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    in.user_ucx = {{"UCX_TLS", "tcp"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_EQ("UCX_TLS=tcp has no rdma transport", p.reason);
+    EXPECT_EQ("<unset>", setting(p, "UCX_NET_DEVICES"));
+    EXPECT_EQ("2", setting(p, "UCX_MAX_EAGER_RAILS"));  // network lanes instead
+
+    in.user_ucx = {{"UCX_TLS", "tcp,sm,self"}};
+    in.smddp_devices = "mlx5_0";
+    p = plan_ok(m, in);
+    EXPECT_TRUE(p.nics.empty());
+    EXPECT_TRUE(p.ucx_settings.empty());
+    EXPECT_TRUE(has_note(p, "SMDATAPARALLEL_DEVICE_NAME=mlx5_0 ignored: UCX_TLS"));
+
+    in.smddp_devices.clear();
+    in.rails = "mlx5_0";  // explicit: kept, but said to be unusable
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1"}), names(p));
+    EXPECT_TRUE(has_note(p, "has no rdma transport: UCX cannot use"));
+
+    in.rails = "auto";
+    in.user_ucx = {{"UCX_TLS", "rc_x,sm"}};
+    EXPECT_FALSE(plan_ok(m, in).nics.empty());
+}
+
 TEST(RailPlan, SmddpDeviceNameIgnoredUnderUserNetDevicesIsNoted) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     PlanInput in = input(0, 4);
