@@ -334,6 +334,15 @@ void race_removes_with_lookups(bool peek) {
             ASSERT_NE(0u, id);
             current.store(id);
             std::this_thread::yield();
+            if (i == 0) {
+                // On a loaded machine the readers may not run at all during
+                // the 1000 rounds (~10 ms): let them find the first object
+                // at least once, so the race below is known to be exercised.
+                auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (hits.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+                    std::this_thread::yield();
+                }
+            }
             auto r = reg.remove(id);
             ASSERT_TRUE(r);
             EXPECT_EQ(i, r->value);
