@@ -316,9 +316,9 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
  * shared memory is allowed: a same-host endpoint would then stripe over a
  * shared-memory and a tcp lane together (64 KiB: 12x slower, measured).
  */
-void network_lanes(const PlanInput &in, RailPlan *plan) {
-    const std::string *tls = in.user_ucx_value("UCX_TLS");
-    if (tls == nullptr || UcxTls(tls->c_str()).allows_shm_am()) {
+void network_lanes(const PlanInput &in, const UcxTls &tls, RailPlan *plan) {
+    const std::string *tls_value = in.user_ucx_value("UCX_TLS");
+    if (tls_value == nullptr || tls.allows_shm_am()) {
         return;
     }
     const std::string *rndv = in.user_ucx_value("UCX_MAX_RNDV_RAILS");
@@ -327,7 +327,7 @@ void network_lanes(const PlanInput &in, RailPlan *plan) {
     if (in.user_ucx_value("UCX_MAX_EAGER_RAILS") != nullptr) {
         return;  // set_ucx noted the user's value
     }
-    plan->notes.push_back("UCX_TLS=" + *tls + " has no shared memory: rendezvous "
+    plan->notes.push_back("UCX_TLS=" + *tls_value + " has no shared memory: rendezvous "
                           "may stripe over " + lanes + " tcp lanes, as UCX does "
                           "without peer error handling");
 }
@@ -555,8 +555,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         set_ucx(in, &plan, "UCX_MAX_EAGER_RAILS", rails);
         size_t tcp = std::count_if(plan.nics.begin(), plan.nics.end(),
                                    [](const PlannedNic &p) { return p.tcp; });
-        const std::string *tls = in.user_ucx_value("UCX_TLS");
-        if (tcp >= 2 && UcxTls(tls != nullptr ? tls->c_str() : nullptr).allows_shm_am()) {
+        if (tcp >= 2 && tls.allows_shm_am()) {
             // UCX 1.13 picks the extra active-message lanes without a
             // bandwidth ratio check: same-host endpoints get a tcp one too.
             plan.notes.push_back(
@@ -569,7 +568,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             set_ucx(in, &plan, "UCX_IB_GID_INDEX", std::to_string(plan.gid.index));
         }
     } else {
-        network_lanes(in, &plan);
+        network_lanes(in, tls, &plan);
     }
     *out = std::move(plan);
     return P2P_OK;

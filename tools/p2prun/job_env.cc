@@ -25,10 +25,6 @@ const char *const kScrubbed[] = {
     "P2P_LOCAL_WORLD_SIZE", "P2P_MASTER_ADDR", "P2P_MASTER_PORT",
 };
 
-} // namespace
-
-namespace {
-
 /** The kernel's ephemeral port range (bind to port 0, connect). */
 bool ephemeral_range(int *lo, int *hi) {
     FILE *f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
