@@ -22,6 +22,11 @@ const ConfigVar kTable[] = {
      "at a time (MPI_THREAD_SERIALIZED); its poll and wait calls progress, "
      "a backstop thread only while it stays out of the library, and the "
      "per-message path takes no locked instruction."},
+    {"P2P_LOCK_BIAS", "on",
+     "multi thread mode: on lets the worker lock favour a thread that makes "
+     "nearly every call (after a run of calls by it alone it locks without "
+     "a locked instruction; another thread's call costs one membarrier and "
+     "revokes the bias); off keeps the plain lock for everyone."},
     {"P2P_SPIN_US", "50",
      "Adaptive mode: microseconds to keep polling after the last activity."},
     {"P2P_SPIN_BUSY_US", "2000",

@@ -104,6 +104,14 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         s.local_rank = config->local_rank;
         s.local_size = config->local_size;
     }
+    const std::string bias = config_get("P2P_LOCK_BIAS");
+    if (bias == "on" || bias == "off") {
+        s.lock_bias = bias == "on";
+    } else {
+        P2P_LOG(P2P_LOG_ERROR, "context: P2P_LOCK_BIAS='%s' is not on or off",
+                bias.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
     uint64_t v;
     if (mask & P2P_CONFIG_FIELD_SPIN_US) {
         if (config->spin_us > kMaxSpinUs) {
@@ -158,6 +166,8 @@ p2p_status_t Context::create(const ContextSettings &settings,
     c->settings_ = settings;
     if (settings.thread_mode == P2P_THREAD_SERIALIZED) {
         c->worker_mu_.set_asymmetric();  // one call at a time (core/lock.h)
+    } else if (settings.lock_bias) {
+        c->worker_mu_.set_biased();  // favours the thread that polls (core/lock.h)
     }
     log_set_level(settings.log_level);
 

@@ -28,13 +28,110 @@ void Mutex::lock_slow() {
     }
 }
 
+Mutex::Mutex() = default;
+Mutex::~Mutex() = default;
+
 void Mutex::set_asymmetric() {
     fence_init();  // light_fence pairs with heavy_fence from here on
-    asym_ = true;
+    mode_ = kAsym;
+}
+
+void Mutex::set_biased() {
+    fence_init();
+    if (!fence_detail::g_asymmetric.load(std::memory_order_relaxed)) {
+        return;  // full fences on both sides: no cheaper than the plain lock
+    }
+    records_.reset(new BiasRecord[kBiasRecords]);
+    mode_ = kBiased;
+}
+
+uintptr_t Mutex::biased_thread() const {
+    BiasRecord *r = bias_.load(std::memory_order_acquire);
+    return r == nullptr ? 0 : r->thread.load(std::memory_order_relaxed);
+}
+
+// The record of `thread`, or a free one for it; nullptr when all are taken
+// (by threads that held the bias before: that thread stays on the plain
+// lock). Under the plain lock.
+Mutex::BiasRecord *Mutex::record_for(uintptr_t thread) {
+    for (int i = 0; i < kBiasRecords; ++i) {
+        uintptr_t t = records_[i].thread.load(std::memory_order_relaxed);
+        if (t == thread) return &records_[i];
+        if (t == 0) {
+            records_[i].thread.store(thread, std::memory_order_relaxed);
+            return &records_[i];
+        }
+    }
+    return nullptr;
+}
+
+void Mutex::acquired_biased(bool helper) {
+    const uintptr_t self = this_thread_id();
+    BiasRecord *r = bias_.load(std::memory_order_relaxed);
+    if (r != nullptr) {
+        if (r->thread.load(std::memory_order_relaxed) == self) {
+            // The biased thread itself, which found a rare side in: the
+            // plain lock keeps every other thread out.
+            held_.store(kHeldInner, std::memory_order_relaxed);
+            return;
+        }
+        const uint64_t n = count_.load(std::memory_order_relaxed);
+        const bool keep = helper && n != helper_seen_;  // it is still calling
+        helper_seen_ = n;
+        if (!keep) {
+            // Revoke: the biased thread, in or trying, sees bias_ moved (or
+            // rare_ set) and takes the plain lock from its next call.
+            bias_.store(nullptr, std::memory_order_relaxed);
+            last_ = helper ? 0 : self;  // this lock starts the next run
+            streak_ = helper ? 0 : 1;
+            if (!helper) {  // two user threads take turns: bias less eagerly
+                uint32_t a = bias_after_.load(std::memory_order_relaxed);
+                bias_after_.store(a >= kMaxBiasAfter / 2 ? kMaxBiasAfter : a * 2,
+                                  std::memory_order_relaxed);
+            }
+        }
+        rare_.store(1, std::memory_order_relaxed);
+        heavy_fence();  // rare_ (and bias_) before the load of its owner flag
+        while (r->owner.load(std::memory_order_acquire) != 0) {
+            syscall(SYS_futex, reinterpret_cast<int *>(&r->owner), FUTEX_WAIT_PRIVATE,
+                    1, nullptr, nullptr, 0);
+        }
+        if (keep) {
+            held_.store(kHeldRare, std::memory_order_relaxed);  // rare_ stays set
+            return;
+        }
+        rare_.store(0, std::memory_order_release);
+        held_.store(kHeldInner, std::memory_order_relaxed);
+        return;
+    }
+    held_.store(kHeldInner, std::memory_order_relaxed);
+    if (helper) {
+        last_ = 0;  // the helper breaks a user thread's streak
+        return;
+    }
+    if (last_ != self) {
+        last_ = self;
+        streak_ = 1;
+        return;
+    }
+    if (++streak_ < bias_after_.load(std::memory_order_relaxed)) {
+        return;
+    }
+    streak_ = 0;
+    BiasRecord *mine = record_for(self);
+    if (mine != nullptr) {
+        // Published under the plain lock: the others see it once they hold it.
+        bias_.store(mine, std::memory_order_release);
+    }
+}
+
+void Mutex::wake_owner_waiter(BiasRecord *r) {
+    syscall(SYS_futex, reinterpret_cast<int *>(&r->owner), FUTEX_WAKE_PRIVATE, 1,
+            nullptr, nullptr, 0);
 }
 
 bool Mutex::try_lock_rare() {
-    rare_.store(true, std::memory_order_relaxed);
+    rare_.store(1, std::memory_order_relaxed);
     heavy_fence();  // rare_ before the load of owner_, on both sides
     if (owner_.load(std::memory_order_acquire)) {
         rare_done();

@@ -260,7 +260,7 @@ void Progress::run() {
         uint64_t posts;
         unsigned n;
         {
-            std::lock_guard<Mutex> lock(worker_mu_);
+            HelperLock lock(worker_mu_);
             posts = posts_.load(std::memory_order_relaxed);
             n = progress_locked();
         }
@@ -320,7 +320,7 @@ void Progress::run() {
         ucs_status_t st;
         bool quiet = false;
         {
-            std::lock_guard<Mutex> lock(worker_mu_);
+            HelperLock lock(worker_mu_);
             st = ucp_worker_arm(worker_);
             // Decided under the lock posts take: a post made since our
             // progress call is seen here (posts_ changed), and one made

@@ -139,7 +139,8 @@ TEST(ApiContext, BadEnvironmentValues) {
         {"P2P_SPIN_US", "abc"},     {"P2P_SPIN_US", "-5"},
         {"P2P_SPIN_US", "12x"},     {"P2P_SPIN_US", "99999999999999999999"},
         {"P2P_PEER_TIMEOUT_MS", "soon"}, {"P2P_LOG_LEVEL", "loud"},
-        {"P2P_THREAD_MODE", "single"}, {"P2P_THREAD_MODE", "serial"}};
+        {"P2P_THREAD_MODE", "single"}, {"P2P_THREAD_MODE", "serial"},
+        {"P2P_LOCK_BIAS", "yes"},     {"P2P_LOCK_BIAS", ""}};
     for (const auto &kv : bad) {
         EnvGuard g(kv.first, kv.second);
         p2p_context_h ctx = nullptr;
