@@ -257,10 +257,45 @@ void Progress::run() {
     const int64_t spin_ns = static_cast<int64_t>(opts_.spin_us) * 1000;
     const int64_t spin_busy_ns = static_cast<int64_t>(opts_.spin_busy_us) * 1000;
     while (!stop_.load(std::memory_order_relaxed)) {
+        if (opts_.mode != P2P_PROGRESS_BUSY) {
+            const int64_t t = now_ns();
+            uint64_t polls = user_polls_.load(std::memory_order_relaxed);
+            if (polls != seen_user_polls) {
+                seen_user_polls = polls;
+                last_user_ns = t;
+            }
+            uint64_t waits = waits_.load(std::memory_order_seq_cst);
+            if (waits != seen_waits) {  // someone blocks on us: stay on duty
+                seen_waits = waits;
+                last_user_ns = 0;
+            }
+            if (t - last_user_ns < kUserDrivingNs) {
+                // A user thread is polling, so it progresses the worker:
+                // step aside instead of competing -- even while there is
+                // work, or both threads take turns on the worker lock (and,
+                // sharing a core, on the CPU) for every event. Sleep out the
+                // rest of the window in one go: each wake-up of this thread
+                // preempts the poller when they share a core (200 us naps
+                // cost 20% of 64 KiB shm bandwidth here). And do not
+                // progress after the nap while the poller still polls: a
+                // round here drains the worker with the lock held, so the
+                // poller cannot post its next receives meanwhile (progressing
+                // after every 2 ms nap cost 6-9% of 64 KiB shm bandwidth).
+                // Once its polls stop for a window, this thread takes over.
+                // A waiter or a stop wakes it early.
+                user_sleep_.store(true, std::memory_order_seq_cst);
+                if (waits_.load(std::memory_order_seq_cst) == seen_waits) {
+                    sleep_on_wake_fd(std::max<int64_t>(last_user_ns + kUserDrivingNs - t,
+                                                       kMinUserNapNs));
+                }
+                user_sleep_.store(false, std::memory_order_relaxed);
+                continue;
+            }
+        }
         uint64_t posts;
         unsigned n;
         {
-            HelperLock lock(worker_mu_);
+            HelperLock lock(worker_mu_);  // the progress thread's side (core/lock.h)
             posts = posts_.load(std::memory_order_relaxed);
             n = progress_locked();
         }
@@ -273,32 +308,6 @@ void Progress::run() {
             sched_yield();  // let the waiter we just woke run (waiter_blocked)
         }
         if (opts_.mode == P2P_PROGRESS_BUSY) {
-            continue;
-        }
-        uint64_t polls = user_polls_.load(std::memory_order_relaxed);
-        if (polls != seen_user_polls) {
-            seen_user_polls = polls;
-            last_user_ns = now;
-        }
-        uint64_t waits = waits_.load(std::memory_order_seq_cst);
-        if (waits != seen_waits) {  // someone blocks on us: stay on duty
-            seen_waits = waits;
-            last_user_ns = 0;
-        }
-        if (now - last_user_ns < kUserDrivingNs) {
-            // A user thread is polling, so it progresses the worker: step
-            // aside instead of competing -- even while there is work, or
-            // both threads take turns on the worker lock (and, sharing a
-            // core, on the CPU) for every event. Sleep out the rest of the
-            // window in one go: each wake-up of this thread preempts the
-            // poller when they share a core (200 us naps cost 20% of 64 KiB
-            // shm bandwidth here). A waiter or a stop wakes it early.
-            user_sleep_.store(true, std::memory_order_seq_cst);
-            if (waits_.load(std::memory_order_seq_cst) == seen_waits) {
-                sleep_on_wake_fd(std::max<int64_t>(last_user_ns + kUserDrivingNs - now,
-                                                   kMinUserNapNs));
-            }
-            user_sleep_.store(false, std::memory_order_relaxed);
             continue;
         }
         if (active) {
