@@ -10,7 +10,7 @@
 namespace ucxp2p {
 namespace rcu_detail {
 
-__thread Reader *t_reader = nullptr;
+__thread Reader *t_reader UCXP2P_TLS_IE = nullptr;
 
 namespace {
 
