@@ -28,9 +28,6 @@ void Mutex::lock_slow() {
     }
 }
 
-Mutex::Mutex() = default;
-Mutex::~Mutex() = default;
-
 void Mutex::set_asymmetric() {
     fence_init();  // light_fence pairs with heavy_fence from here on
     mode_ = kAsym;

@@ -34,9 +34,9 @@
  *   (back to the plain lock for everyone) and doubles bias_after(), so two
  *   threads taking turns settle on the plain lock instead of paying a
  *   system call each time. The helper thread (the progress thread, which
- *   locks once per nap while the application polls) keeps the bias when
- *   the biased thread locked since the helper's last turn, and revokes it
- *   when that thread has gone quiet. Each thread that held the bias has
+ *   takes over once the application's polls stop) keeps the bias when the
+ *   biased thread locked since the helper's last turn, and revokes it when
+ *   that thread has gone quiet. Each thread that held the bias has
  *   its own owner flag (a record, up to kBiasRecords threads), so a thread
  *   that read a stale bias and backs off never clears another's flag.
  *
@@ -56,13 +56,14 @@
 
 namespace ucxp2p {
 
-/** This thread's identity, cheap: the thread pointer (one load). */
-inline uintptr_t this_thread_id() {
 #if defined(__has_builtin)
 #if __has_builtin(__builtin_thread_pointer) && (defined(__x86_64__) || defined(__aarch64__))
 #define UCXP2P_HAVE_THREAD_POINTER 1
 #endif
 #endif
+
+/** This thread's identity, cheap: the thread pointer (one load). */
+inline uintptr_t this_thread_id() {
 #ifdef UCXP2P_HAVE_THREAD_POINTER
     return reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
 #else
@@ -72,8 +73,7 @@ inline uintptr_t this_thread_id() {
 
 class Mutex {
 public:
-    Mutex();
-    ~Mutex();
+    Mutex() = default;
     Mutex(const Mutex &) = delete;
     Mutex &operator=(const Mutex &) = delete;
 
