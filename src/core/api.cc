@@ -193,7 +193,7 @@ p2p_status_t post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer,
         PostItem item;
         st = check_item(*c->comm, peer, tensor_id, buffer, length, *m, user_context, &item);
         if (st != P2P_OK) return st;
-        return c->comm->post(is_send, &item, 1, nullptr);
+        return c->comm->post_single(is_send, item);
     } catch (...) {
         return caught(is_send ? "send" : "recv");
     }

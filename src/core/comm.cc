@@ -247,6 +247,8 @@ Comm::~Comm() {
     for (Op *op : free_ops_) {
         delete op;
     }
+    delete spare_;
+    spare_ = nullptr;
     free_ops_.clear();
     ctx_->release_comm_id(id_);
     cq_[0].notify_all();
@@ -310,49 +312,12 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     if (count == 0) {
         return P2P_OK;
     }
-    // One endpoint per item; batches up to kStackEps need no allocation.
-    StackBuf<ucp_ep_h, 64> eps(count);
     bool kick = false;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        if (shut_.load()) {
-            if (bad_index_p != nullptr) *bad_index_p = 0;
-            return P2P_ERR_SHUTDOWN;
-        }
-        // Resolve every endpoint first: all or nothing.
-        for (size_t i = 0; i < count; ++i) {
-            p2p_status_t st = get_ep(items[i].peer, &eps[i]);
-            if (st == P2P_ERR_PEER_FAILURE && !is_send &&
-                recv_already_arrived(items[i].peer, items[i].tensor_id)) {
-                eps[i] = nullptr;  // the data is here: receive it anyway
-                st = P2P_OK;
-            }
-            if (st != P2P_OK) {
-                if (bad_index_p != nullptr) *bad_index_p = i;
-                return st;
-            }
-        }
-        for (size_t i = 0; i < count; ++i) {
-            if (!items[i].mem->acquire()) {
-                for (size_t j = 0; j < i; ++j) items[j].mem->release();
-                if (bad_index_p != nullptr) *bad_index_p = i;
-                return P2P_ERR_INVALID_HANDLE;
-            }
-        }
-        cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
-        Progress &pr = ctx_->progress();
-        pr.ops_posted(count);
-        bool in_flight = false;
-        for (size_t i = 0; i < count; ++i) {
-            in_flight |= post_one(is_send, items[i], eps[i]);
-        }
-        // Sends that completed inside the post (small messages) leave no
-        // work behind: a stream of them must not wake the progress thread
-        // (a system call each, and a thread competing for the core).
-        // Receives and sends still in flight do (a receive may have matched
-        // a single-copy request whose answer needs progress).
-        if (!is_send || in_flight) {
-            kick = pr.note_post_locked();
+        p2p_status_t st = post_locked(is_send, items, count, bad_index_p, &kick);
+        if (st != P2P_OK) {
+            return st;
         }
     }
     if (kick) {
@@ -361,21 +326,163 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     return P2P_OK;
 }
 
+p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
+    bool kick = false;
+    {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        bool done = false;
+        if (!shut_.load()) {
+            done = is_send ? send_now(item) : recv_now(item, &kick);
+        }
+        if (!done) {
+            p2p_status_t st = post_locked(is_send, &item, 1, nullptr, &kick);
+            if (st != P2P_OK) {
+                return st;
+            }
+        }
+    }
+    if (kick) {
+        ctx_->progress().kick();
+    }
+    return P2P_OK;
+}
+
+bool Comm::send_now(const PostItem &it) {
+    // Larger messages cannot complete inside the call (UCX's eager-short
+    // limit is a few KiB on every transport): do not ask.
+    constexpr size_t kImmediateMax = 16384;
+    const Peer &p = peers_[it.peer];
+    if (p.ep == nullptr || it.length > kImmediateMax || it.mem->dead ||
+        wants_single_copy(p, it)) {
+        return false;
+    }
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    prm.memh = it.mem->memh;
+    // FORCE_IMM_CMPL: done inside the call, or nothing sent (no resources,
+    // or an error the general path meets again and reports).
+    ucs_status_ptr_t r = ucp_tag_send_nbx(p.ep, it.buffer, it.length,
+                                          make_tag(id_, rank_, it.tensor_id), &prm);
+    if (r != nullptr) {  // not UCS_OK
+        return false;
+    }
+    queue_done(P2P_QUEUE_SEND, it, it.length);
+    return true;
+}
+
+bool Comm::recv_now(const PostItem &it, bool *kick) {
+    const Peer &p = peers_[it.peer];
+    if (p.ep == nullptr || it.mem->dead) {
+        return false;  // the general path connects, or reports the failure
+    }
+    ucp_worker_h worker = ctx_->worker();
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(id_, it.peer, it.tensor_id),
+                                             kUserRecvMask, 1, &info);
+    if (msg == nullptr) {
+        return false;
+    }
+    // Removed from UCX's queue: from here on this call must receive it.
+    if (spare_ == nullptr) {
+        spare_ = alloc_op();
+    }
+    Op *op = spare_;
+    const bool data = tag_kind(info.sender_tag) == KIND_DATA;
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_MEMH;
+    prm.cb.recv = recv_cb;
+    prm.user_data = op;
+    prm.memh = it.mem->memh;
+    void *dst = it.buffer;
+    size_t len = it.length;
+    if (!data && len < sizeof(cma::Rts)) {  // a single-copy request: see post_one
+        op->bounced = true;
+        dst = op->bounce;
+        len = sizeof(op->bounce);
+        prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+    }
+    op->posting = true;
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, dst, len, msg, &prm);
+    op->posting = false;
+    if (r == nullptr && data) {
+        // Received inside the call (UCS_OK; 1.13 fills no recv_info there,
+        // the probe did). The spare Op was not touched: it stays fresh.
+        queue_done(P2P_QUEUE_RECV, it, info.length);
+        return true;
+    }
+    // The rest of post_one's work for a receive UCX matched in the call.
+    spare_ = nullptr;
+    fill_op(op, false, it);
+    it.mem->acquire();  // not dead: checked above, under this lock
+    cq_[P2P_QUEUE_RECV].add_pending(1);
+    Progress &pr = ctx_->progress();
+    pr.ops_posted(1);
+    if (op->done_in_post) {
+        if (UCS_PTR_IS_PTR(r)) {
+            ucp_request_free(r);
+        }
+        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+    } else if (UCS_PTR_IS_PTR(r)) {
+        op->request = r;
+        link(op);
+    } else {
+        ucs_status_t st = UCS_PTR_STATUS(r);
+        recv_done(op, st, st == UCS_OK ? info.length : 0, info.sender_tag);
+    }
+    *kick = pr.note_post_locked();
+    return true;
+}
+
+p2p_status_t Comm::post_locked(bool is_send, const PostItem *items, size_t count,
+                               size_t *bad_index_p, bool *kick) {
+    if (shut_.load()) {
+        if (bad_index_p != nullptr) *bad_index_p = 0;
+        return P2P_ERR_SHUTDOWN;
+    }
+    // One endpoint per item; batches up to 64 need no allocation.
+    StackBuf<ucp_ep_h, 64> eps(count);
+    // Resolve every endpoint first: all or nothing.
+    for (size_t i = 0; i < count; ++i) {
+        p2p_status_t st = get_ep(items[i].peer, &eps[i]);
+        if (st == P2P_ERR_PEER_FAILURE && !is_send &&
+            recv_already_arrived(items[i].peer, items[i].tensor_id)) {
+            eps[i] = nullptr;  // the data is here: receive it anyway
+            st = P2P_OK;
+        }
+        if (st != P2P_OK) {
+            if (bad_index_p != nullptr) *bad_index_p = i;
+            return st;
+        }
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (!items[i].mem->acquire()) {
+            for (size_t j = 0; j < i; ++j) items[j].mem->release();
+            if (bad_index_p != nullptr) *bad_index_p = i;
+            return P2P_ERR_INVALID_HANDLE;
+        }
+    }
+    cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
+    Progress &pr = ctx_->progress();
+    pr.ops_posted(count);
+    bool in_flight = false;
+    for (size_t i = 0; i < count; ++i) {
+        in_flight |= post_one(is_send, items[i], eps[i]);
+    }
+    // Sends that completed inside the post (small messages) leave no
+    // work behind: a stream of them must not wake the progress thread
+    // (a system call each, and a thread competing for the core).
+    // Receives and sends still in flight do (a receive may have matched
+    // a single-copy request whose answer needs progress).
+    *kick = (!is_send || in_flight) && pr.note_post_locked();
+    return P2P_OK;
+}
+
 bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     Op *op = alloc_op();
-    op->comm = this;
-    op->mem = it.mem;
-    op->is_send = is_send;
-    op->entry.user_context = it.user_context;
-    op->entry.peer = it.peer;
-    op->entry.tensor_id = it.tensor_id;
-    op->entry.bytes = is_send ? it.length : 0;
-    op->entry.status = P2P_IN_PROGRESS;
-    op->buffer = it.buffer;
-    op->length = it.length;
+    fill_op(op, is_send, it);
     Peer &peer = peers_[it.peer];
-    if (is_send && peer.cma && !peer.cma_off &&
-        it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_)) {
+    if (is_send && wants_single_copy(peer, it)) {
         post_rts(op, it, ep);
         return true;  // waits for the receiver's answer
     }

@@ -52,7 +52,9 @@ inline uint32_t tag_kind(uint64_t tag) {
     return static_cast<uint32_t>(tag >> kKindShift) & 3u;
 }
 
-/** One posted operation; lives until its completion is queued. */
+/** One posted operation; lives until its completion is queued. A single
+ *  post that finishes inside the call (Comm::send_now, Comm::recv_now)
+ *  needs none: its completion is queued directly. */
 struct Op {
     Comm *comm = nullptr;
     Mem *mem = nullptr;
@@ -144,6 +146,10 @@ public:
      *  synchronous errors; *bad_index_p names the first failed item. */
     p2p_status_t post(bool is_send, const PostItem *items, size_t count,
                       size_t *bad_index_p);
+    /** post(is_send, &item, 1, nullptr), with a shorter path for a send
+     *  that UCX completes inside the call (an eager-short message: see
+     *  send_now). */
+    p2p_status_t post_single(bool is_send, const PostItem &item);
 
     /** Cancel everything in flight; later posts fail. Idempotent. */
     void shutdown();
@@ -202,6 +208,26 @@ private:
         return P2P_OK;
     }
     p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
+    /** post()'s body, worker lock held; *kick: wake the progress thread
+     *  after unlocking. */
+    p2p_status_t post_locked(bool is_send, const PostItem *items, size_t count,
+                             size_t *bad_index_p, bool *kick);
+    /** Send it at once if UCX can complete it inside the call, and queue its
+     *  completion: no operation record, no in-flight accounting. False when
+     *  nothing was sent (the general path then posts it). Worker lock held. */
+    bool send_now(const PostItem &it);
+    /** A receive whose message is already here (in UCX's unexpected
+     *  queue) takes it at once: small data lands in the user's buffer and
+     *  its completion is queued with no operation record; anything else (a
+     *  single-copy request, a truncation, a message UCX finishes later)
+     *  goes on as a posted operation, *kick as in post_locked. False when
+     *  the message has not arrived: nothing was done. Worker lock held. */
+    bool recv_now(const PostItem &it, bool *kick);
+    /** The send goes single copy (core/cma.h) rather than through UCX. */
+    bool wants_single_copy(const Peer &p, const PostItem &it) const {
+        return p.cma && !p.cma_off &&
+               it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_);
+    }
     /** Post one item (errors complete it); true if it is still in flight
      *  afterwards, false if it completed inside the call. */
     bool post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
@@ -222,6 +248,30 @@ private:
         } else {
             delete op;
         }
+    }
+    /** Describe the operation it in op (fresh from alloc_op). */
+    void fill_op(Op *op, bool is_send, const PostItem &it) {
+        op->comm = this;
+        op->mem = it.mem;
+        op->is_send = is_send;
+        op->entry.user_context = it.user_context;
+        op->entry.peer = it.peer;
+        op->entry.tensor_id = it.tensor_id;
+        op->entry.bytes = is_send ? it.length : 0;
+        op->entry.status = P2P_IN_PROGRESS;
+        op->buffer = it.buffer;
+        op->length = it.length;
+    }
+    /** Queue the success of it, finished inside its post with no operation
+     *  record (send_now, recv_now). Worker lock held. */
+    void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes) {
+        p2p_completion_t e{};
+        e.user_context = it.user_context;
+        e.peer = it.peer;
+        e.tensor_id = it.tensor_id;
+        e.status = P2P_OK;
+        e.bytes = bytes;
+        cq_[q].push(e, /*counted=*/false);
     }
     void link(Op *op);
     void unlink(Op *op);
@@ -272,6 +322,7 @@ private:
     std::vector<void *> closing_;           // ep close requests in flight
     Op *ops_ = nullptr;                      // in-flight operations
     std::vector<Op *> free_ops_;             // recycled Op objects
+    Op *spare_ = nullptr;                    // a fresh Op kept for recv_now
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
     CompletionQueue cq_[2];

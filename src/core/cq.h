@@ -39,8 +39,9 @@ public:
     void drop_pending(size_t n) { add(&pending_, 0 - n); }
 
     /** The operation finished: queue its entry (and it is no longer
-     *  pending). One producer at a time. Inline: one per message. */
-    void push(const p2p_completion_t &entry) {
+     *  pending; counted false: it never was, e.g. a send completed inside
+     *  its post). One producer at a time. Inline: one per message. */
+    void push(const p2p_completion_t &entry, bool counted = true) {
         if (tail_pos_ == kSegEntries) {
             grow();
         }
@@ -49,7 +50,9 @@ public:
                       std::memory_order_release);
         // Finished: no longer pending. After the entry is visible, so a
         // reader never sees an operation as neither pending nor queued.
-        add(&pending_, static_cast<size_t>(-1));
+        if (counted) {
+            add(&pending_, static_cast<size_t>(-1));
+        }
         // Dekker with wait_nonempty() (store the entry count, fence, load
         // the waiter count; the waiter does the reverse), so either the
         // waiter sees the entry or we see the waiter. The fence is the

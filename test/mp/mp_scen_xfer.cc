@@ -203,6 +203,8 @@ const TruncCase kCases[] = {
     {100, 200},                                 // longer receive: OK
     {size_t(2) << 20, (size_t(2) << 20) + 100}, // longer rendezvous: OK
     {0, 0},                                     // empty message
+    {size_t(1) << 20, 8},  // single-copy request into a receive smaller than it
+    {20000, 20000},        // eager in fragments (finishes after the post)
 };
 
 void trunc_check(const Xfer &x, const p2p_completion_t &c) {
