@@ -315,7 +315,8 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     bool kick = false;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        p2p_status_t st = post_locked(is_send, items, count, bad_index_p, &kick);
+        p2p_status_t st = post_locked(is_send, items, count, bad_index_p,
+                                      /*try_imm=*/true, &kick);
         if (st != P2P_OK) {
             return st;
         }
@@ -335,7 +336,9 @@ p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
             done = is_send ? send_now(item) : recv_now(item, &kick);
         }
         if (!done) {
-            p2p_status_t st = post_locked(is_send, &item, 1, nullptr, &kick);
+            // send_now found it cannot finish inside the call: no retry.
+            p2p_status_t st = post_locked(is_send, &item, 1, nullptr,
+                                          /*try_imm=*/false, &kick);
             if (st != P2P_OK) {
                 return st;
             }
@@ -347,26 +350,28 @@ p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
     return P2P_OK;
 }
 
-bool Comm::send_now(const PostItem &it) {
+inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
     // Larger messages cannot complete inside the call (UCX's eager-short
     // limit is a few KiB on every transport): do not ask.
     constexpr size_t kImmediateMax = 16384;
-    const Peer &p = peers_[it.peer];
-    if (p.ep == nullptr || it.length > kImmediateMax || it.mem->dead ||
-        wants_single_copy(p, it)) {
+    if (it.length > kImmediateMax || wants_single_copy(peers_[it.peer], it)) {
         return false;
     }
     ucp_request_param_t prm;
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     prm.memh = it.mem->memh;
-    // FORCE_IMM_CMPL: done inside the call, or nothing sent (no resources,
-    // or an error the general path meets again and reports).
-    ucs_status_ptr_t r = ucp_tag_send_nbx(p.ep, it.buffer, it.length,
-                                          make_tag(id_, rank_, it.tensor_id), &prm);
-    if (r != nullptr) {  // not UCS_OK
+    // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing sent (no
+    // resources, or an error the general path meets again and reports).
+    return ucp_tag_send_nbx(ep, it.buffer, it.length,
+                            make_tag(id_, rank_, it.tensor_id), &prm) == nullptr;
+}
+
+bool Comm::send_now(const PostItem &it) {
+    ucp_ep_h ep = peers_[it.peer].ep;
+    if (ep == nullptr || it.mem->dead || !send_imm(it, ep)) {
         return false;
     }
-    queue_done(P2P_QUEUE_SEND, it, it.length);
+    queue_done(P2P_QUEUE_SEND, it, it.length, /*counted=*/false);
     return true;
 }
 
@@ -408,7 +413,7 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     if (r == nullptr && data) {
         // Received inside the call (UCS_OK; 1.13 fills no recv_info there,
         // the probe did). The spare Op was not touched: it stays fresh.
-        queue_done(P2P_QUEUE_RECV, it, info.length);
+        queue_done(P2P_QUEUE_RECV, it, info.length, /*counted=*/false);
         return true;
     }
     // The rest of post_one's work for a receive UCX matched in the call.
@@ -435,7 +440,7 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
 }
 
 p2p_status_t Comm::post_locked(bool is_send, const PostItem *items, size_t count,
-                               size_t *bad_index_p, bool *kick) {
+                               size_t *bad_index_p, bool try_imm, bool *kick) {
     if (shut_.load()) {
         if (bad_index_p != nullptr) *bad_index_p = 0;
         return P2P_ERR_SHUTDOWN;
@@ -467,6 +472,13 @@ p2p_status_t Comm::post_locked(bool is_send, const PostItem *items, size_t count
     pr.ops_posted(count);
     bool in_flight = false;
     for (size_t i = 0; i < count; ++i) {
+        if (is_send && try_imm && send_imm(items[i], eps[i])) {
+            // Done: what finish() does for an operation, with none.
+            items[i].mem->release();
+            pr.op_completed();
+            queue_done(P2P_QUEUE_SEND, items[i], items[i].length, /*counted=*/true);
+            continue;
+        }
         in_flight |= post_one(is_send, items[i], eps[i]);
     }
     // Sends that completed inside the post (small messages) leave no

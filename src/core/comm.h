@@ -208,13 +208,17 @@ private:
         return P2P_OK;
     }
     p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
-    /** post()'s body, worker lock held; *kick: wake the progress thread
-     *  after unlocking. */
+    /** post()'s body, worker lock held; try_imm: sends try send_imm first;
+     *  *kick: wake the progress thread after unlocking. */
     p2p_status_t post_locked(bool is_send, const PostItem *items, size_t count,
-                             size_t *bad_index_p, bool *kick);
-    /** Send it at once if UCX can complete it inside the call, and queue its
-     *  completion: no operation record, no in-flight accounting. False when
-     *  nothing was sent (the general path then posts it). Worker lock held. */
+                             size_t *bad_index_p, bool try_imm, bool *kick);
+    /** Send it on ep if UCX can complete it inside the call; true if it did
+     *  (nothing sent otherwise). Worker lock held. */
+    bool send_imm(const PostItem &it, ucp_ep_h ep);
+    /** Send it at once if UCX can complete it inside the call (send_imm),
+     *  and queue its completion: no operation record, no in-flight
+     *  accounting. False when nothing was sent (the general path then posts
+     *  it). Worker lock held. */
     bool send_now(const PostItem &it);
     /** A receive whose message is already here (in UCX's unexpected
      *  queue) takes it at once: small data lands in the user's buffer and
@@ -263,15 +267,16 @@ private:
         op->length = it.length;
     }
     /** Queue the success of it, finished inside its post with no operation
-     *  record (send_now, recv_now). Worker lock held. */
-    void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes) {
+     *  record (send_now, recv_now, send_imm); counted: it was added to the
+     *  queue's pending count. Worker lock held. */
+    void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes, bool counted) {
         p2p_completion_t e{};
         e.user_context = it.user_context;
         e.peer = it.peer;
         e.tensor_id = it.tensor_id;
         e.status = P2P_OK;
         e.bytes = bytes;
-        cq_[q].push(e, /*counted=*/false);
+        cq_[q].push(e, counted);
     }
     void link(Op *op);
     void unlink(Op *op);
