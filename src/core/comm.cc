@@ -380,6 +380,9 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     if (p.ep == nullptr || it.mem->dead) {
         return false;  // the general path connects, or reports the failure
     }
+    if (spare_ == nullptr) {
+        spare_ = alloc_op();  // before the probe: nothing below may throw
+    }
     ucp_worker_h worker = ctx_->worker();
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(id_, it.peer, it.tensor_id),
@@ -388,9 +391,6 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
         return false;
     }
     // Removed from UCX's queue: from here on this call must receive it.
-    if (spare_ == nullptr) {
-        spare_ = alloc_op();
-    }
     Op *op = spare_;
     const bool data = tag_kind(info.sender_tag) == KIND_DATA;
     ucp_request_param_t prm;
