@@ -269,7 +269,10 @@ class Runner:
             self.record(tr, "ucxp2p", "lat", 8, fget(r, "lat_p50_us"), "us")
             u = self.ucx_perftest(tls, "tag_lat", 8, n, n // 10)
             self.record(tr, "ucx_perftest", "lat", 8, u and u["lat_us"], "us")
-            it = max(n // a.window, 8)
+            # Rate points move --rate-msgs messages (timed; a tenth more to
+            # warm up): at 20000 (the latency count) a point lasted ~4 ms
+            # on shm and one scheduling hiccup moved it by a third.
+            it = max(a.rate_msgs // a.window, 8)
             r = self.p2p(tls, "rate", 8, it, max(2, it // 10), a.window)
             self.record(tr, "ucxp2p", "rate", 8, fget(r, "msg_rate"), "msg/s")
             # The same stream posted with the batch calls (--post-batch): a
@@ -410,6 +413,8 @@ def main():
                    help="bytes per bw measurement (%(default)s)")
     p.add_argument("--max-iters", type=int, default=1000)
     p.add_argument("--lat-iters", type=int, default=20000)
+    p.add_argument("--rate-msgs", type=int, default=128000,
+                   help="messages per 8-byte rate point (%(default)s)")
     p.add_argument("--mem-ranks", type=int, default=8)
     p.add_argument("--timeout", type=int, default=120,
                    help="seconds allowed to one run")
