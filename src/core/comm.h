@@ -40,6 +40,11 @@ constexpr uint32_t kMaxRanks = 1u << 22;
 enum TagKind : uint32_t { KIND_DATA = 0, KIND_RTS = 1, KIND_ACK = 2, KIND_PUSH = 3 };
 constexpr int kKindShift = 54;
 constexpr uint64_t kUserRecvMask = ~(static_cast<uint64_t>(1) << kKindShift);
+/** A receive from a peer that never sends single-copy requests (not on
+ *  this host, or single copy disabled on either side: cma::peer_eligible is
+ *  symmetric) matches DATA only. UCX hashes receives with a full mask and
+ *  keeps any other in one list that every arriving message searches. */
+constexpr uint64_t kFullMask = ~static_cast<uint64_t>(0);
 
 inline uint64_t make_tag(uint32_t comm_id, uint32_t src_rank, uint32_t tensor_id,
                          uint32_t kind = KIND_DATA) {
@@ -227,6 +232,17 @@ private:
      *  goes on as a posted operation, *kick as in post_locked. False when
      *  the message has not arrived: nothing was done. Worker lock held. */
     bool recv_now(const PostItem &it, bool *kick);
+    /** Whether recv_now should look: a probe that finds nothing costs
+     *  ~40-80 instructions, so where receives go up ahead of their messages
+     *  (a pre-posted window) only every kProbeEvery-th post looks, until one
+     *  finds its message waiting. Worker lock held. */
+    bool probe_due() {
+        return probe_misses_ < kProbeMisses || ++probe_tick_ % kProbeEvery == 0;
+    }
+    /** The tag mask of a user receive from peer (kUserRecvMask, kFullMask). */
+    uint64_t user_mask(uint32_t peer) const {
+        return peers_[peer].cma ? kUserRecvMask : kFullMask;
+    }
     /** The send goes single copy (core/cma.h) rather than through UCX. */
     bool wants_single_copy(const Peer &p, const PostItem &it) const {
         return p.cma && !p.cma_off &&
@@ -328,6 +344,12 @@ private:
     Op *ops_ = nullptr;                      // in-flight operations
     std::vector<Op *> free_ops_;             // recycled Op objects
     Op *spare_ = nullptr;                    // a fresh Op kept for recv_now
+    // recv_now's probes: misses in a row (at most kProbeMisses), and a
+    // count of the posts that skipped looking.
+    static constexpr uint32_t kProbeMisses = 4;
+    static constexpr uint32_t kProbeEvery = 16;
+    uint32_t probe_misses_ = 0;
+    uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
     CompletionQueue cq_[2];
