@@ -1,0 +1,269 @@
+/*
+ * Posting: the general path of sends and receives (batches, and single
+ * posts that cannot finish inside the call) and the short paths of single
+ * posts that can (send_now, recv_now). See core/comm.h.
+ */
+#include "core/comm.h"
+#include "core/stack_buf.h"
+
+namespace ucxp2p {
+
+bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
+    ucp_tag_recv_info_t info;
+    return ucp_tag_probe_nb(ctx_->worker(), make_tag(id_, peer, tensor_id),
+                            user_mask(peer), 0, &info) != nullptr;
+}
+
+p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
+                        size_t *bad_index_p) {
+    if (count == 0) {
+        return P2P_OK;
+    }
+    bool kick = false;
+    {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        p2p_status_t st = post_locked(is_send, items, count, bad_index_p,
+                                      /*try_imm=*/true, &kick);
+        if (st != P2P_OK) {
+            return st;
+        }
+    }
+    if (kick) {
+        ctx_->progress().kick();  // the progress thread sleeps: wake it
+    }
+    return P2P_OK;
+}
+
+p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
+    bool kick = false;
+    {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        bool done = false;
+        if (!shut_.load()) {
+            done = is_send ? send_now(item) : probe_due() && recv_now(item, &kick);
+        }
+        if (!done) {
+            // send_now found it cannot finish inside the call: no retry.
+            p2p_status_t st = post_locked(is_send, &item, 1, nullptr,
+                                          /*try_imm=*/false, &kick);
+            if (st != P2P_OK) {
+                return st;
+            }
+        }
+    }
+    if (kick) {
+        ctx_->progress().kick();
+    }
+    return P2P_OK;
+}
+
+inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
+    // Larger messages cannot complete inside the call (UCX's eager-short
+    // limit is a few KiB on every transport): do not ask.
+    constexpr size_t kImmediateMax = 16384;
+    if (it.length > kImmediateMax || wants_single_copy(peers_[it.peer], it)) {
+        return false;
+    }
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    prm.memh = it.mem->memh;
+    // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing sent (no
+    // resources, or an error the general path meets again and reports).
+    return ucp_tag_send_nbx(ep, it.buffer, it.length,
+                            make_tag(id_, rank_, it.tensor_id), &prm) == nullptr;
+}
+
+bool Comm::send_now(const PostItem &it) {
+    ucp_ep_h ep = peers_[it.peer].ep;
+    if (ep == nullptr || it.mem->dead || !send_imm(it, ep)) {
+        return false;
+    }
+    queue_done(P2P_QUEUE_SEND, it, it.length, /*counted=*/false);
+    return true;
+}
+
+bool Comm::recv_now(const PostItem &it, bool *kick) {
+    const Peer &p = peers_[it.peer];
+    if (p.ep == nullptr || it.mem->dead) {
+        return false;  // the general path connects, or reports the failure
+    }
+    if (spare_ == nullptr) {
+        spare_ = alloc_op();  // before the probe: nothing below may throw
+    }
+    ucp_worker_h worker = ctx_->worker();
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(id_, it.peer, it.tensor_id),
+                                             user_mask(it.peer), 1, &info);
+    if (msg == nullptr) {
+        probe_misses_ += probe_misses_ < kProbeMisses ? 1 : 0;
+        return false;
+    }
+    probe_misses_ = 0;
+    // Removed from UCX's queue: from here on this call must receive it.
+    Op *op = spare_;
+    const bool data = tag_kind(info.sender_tag) == KIND_DATA;
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_MEMH;
+    prm.cb.recv = recv_cb;
+    prm.user_data = op;
+    prm.memh = it.mem->memh;
+    void *dst = it.buffer;
+    size_t len = it.length;
+    if (!data && len < sizeof(cma::Rts)) {  // a single-copy request: see post_one
+        op->bounced = true;
+        dst = op->bounce;
+        len = sizeof(op->bounce);
+        prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+    }
+    op->posting = true;
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, dst, len, msg, &prm);
+    op->posting = false;
+    if (r == nullptr && data) {
+        // Received inside the call (UCS_OK; 1.13 fills no recv_info there,
+        // the probe did). The spare Op was not touched: it stays fresh.
+        queue_done(P2P_QUEUE_RECV, it, info.length, /*counted=*/false);
+        return true;
+    }
+    // The rest of post_one's work for a receive UCX matched in the call.
+    spare_ = nullptr;
+    fill_op(op, false, it);
+    it.mem->acquire();  // not dead: checked above, under this lock
+    cq_[P2P_QUEUE_RECV].add_pending(1);
+    Progress &pr = ctx_->progress();
+    pr.ops_posted(1);
+    if (op->done_in_post) {
+        if (UCS_PTR_IS_PTR(r)) {
+            ucp_request_free(r);
+        }
+        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+    } else if (UCS_PTR_IS_PTR(r)) {
+        op->request = r;
+        link(op);
+    } else {
+        ucs_status_t st = UCS_PTR_STATUS(r);
+        recv_done(op, st, st == UCS_OK ? info.length : 0, info.sender_tag);
+    }
+    *kick = pr.note_post_locked();
+    return true;
+}
+
+// Always inline: post_single's copy, with count 1, loses the loops and
+// the staging buffer (~50 instructions per receive that waits).
+__attribute__((always_inline)) inline p2p_status_t
+Comm::post_locked(bool is_send, const PostItem *items, size_t count,
+                  size_t *bad_index_p, bool try_imm, bool *kick) {
+    if (shut_.load()) {
+        if (bad_index_p != nullptr) *bad_index_p = 0;
+        return P2P_ERR_SHUTDOWN;
+    }
+    // One endpoint per item; batches up to 64 need no allocation.
+    StackBuf<ucp_ep_h, 64> eps(count);
+    // Resolve every endpoint first: all or nothing.
+    for (size_t i = 0; i < count; ++i) {
+        p2p_status_t st = get_ep(items[i].peer, &eps[i]);
+        if (st == P2P_ERR_PEER_FAILURE && !is_send &&
+            recv_already_arrived(items[i].peer, items[i].tensor_id)) {
+            eps[i] = nullptr;  // the data is here: receive it anyway
+            st = P2P_OK;
+        }
+        if (st != P2P_OK) {
+            if (bad_index_p != nullptr) *bad_index_p = i;
+            return st;
+        }
+    }
+    for (size_t i = 0; i < count; ++i) {
+        if (!items[i].mem->acquire()) {
+            for (size_t j = 0; j < i; ++j) items[j].mem->release();
+            if (bad_index_p != nullptr) *bad_index_p = i;
+            return P2P_ERR_INVALID_HANDLE;
+        }
+    }
+    cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(count);
+    Progress &pr = ctx_->progress();
+    pr.ops_posted(count);
+    bool in_flight = false;
+    for (size_t i = 0; i < count; ++i) {
+        if (is_send && try_imm && send_imm(items[i], eps[i])) {
+            // Done: what finish() does for an operation, with none.
+            items[i].mem->release();
+            pr.op_completed();
+            queue_done(P2P_QUEUE_SEND, items[i], items[i].length, /*counted=*/true);
+            continue;
+        }
+        in_flight |= post_one(is_send, items[i], eps[i]);
+    }
+    // Sends that completed inside the post (small messages) leave no
+    // work behind: a stream of them must not wake the progress thread
+    // (a system call each, and a thread competing for the core).
+    // Receives and sends still in flight do (a receive may have matched
+    // a single-copy request whose answer needs progress).
+    *kick = (!is_send || in_flight) && pr.note_post_locked();
+    return P2P_OK;
+}
+
+bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
+    Op *op = alloc_op();
+    fill_op(op, is_send, it);
+    Peer &peer = peers_[it.peer];
+    if (is_send && wants_single_copy(peer, it)) {
+        post_rts(op, it, ep);
+        return true;  // waits for the receiver's answer
+    }
+
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_MEMH;
+    prm.user_data = op;
+    prm.memh = it.mem->memh;
+    void *req;
+    op->posting = true;
+    if (is_send) {
+        prm.cb.send = send_cb;
+        req = ucp_tag_send_nbx(ep, it.buffer, it.length,
+                               make_tag(id_, rank_, it.tensor_id), &prm);
+    } else {
+        // Always through the callback: UCX 1.13 reports no length for a
+        // receive completed immediately (recv_info is not filled there).
+        prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+        prm.cb.recv = recv_cb;
+        void *dst = it.buffer;
+        size_t len = it.length;
+        if (peer.cma && len < sizeof(cma::Rts)) {
+            // An RTS must fit whatever the receive's size: land small
+            // receives in the operation first (recv_done copies them out).
+            op->bounced = true;
+            dst = op->bounce;
+            len = sizeof(op->bounce);
+            prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+        }
+        req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
+                               make_tag(id_, it.peer, it.tensor_id),
+                               user_mask(it.peer), &prm);
+    }
+    op->posting = false;
+    if (op->done_in_post) {
+        if (UCS_PTR_IS_PTR(req)) {
+            ucp_request_free(req);
+        }
+        if (!is_send) {
+            probe_misses_ = 0;  // its message was waiting: recv_now looks again
+        }
+        if (is_send) {
+            complete(op, op->post_status, op->post_bytes);
+            return false;
+        }
+        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+        return true;  // receives are reported in flight (see post())
+    }
+    if (UCS_PTR_IS_PTR(req)) {
+        op->request = req;
+        link(op);
+        return true;
+    }
+    // Completed at once without a callback (a send; or an error).
+    complete(op, UCS_PTR_STATUS(req), is_send ? it.length : 0);
+    return false;
+}
+
+} // namespace ucxp2p
