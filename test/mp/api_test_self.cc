@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
+#include <cstring>
 
 using apitest::ApiFixture;
 using apitest::bounded;
@@ -102,6 +104,106 @@ TEST_P(SelfSendSizes, SizesBothOrders) {
             EXPECT_EQ(P2P_OK, p2p_mem_deregister(rm));
         }
     }
+}
+
+// Single posts take short paths when the operation finishes inside the
+// call (a send UCX completes at once, a receive whose message is already
+// here) and the general path otherwise; receives stop looking for waiting
+// messages after a run that found none and start again when one is there.
+// Runs of each order, and batched sends, must all complete once with the
+// right entry (bytes: the message's, not the buffer's) and leave nothing
+// pending.
+TEST_P(SelfSendSizes, RunsOfEachOrderAndBatches) {
+    const size_t sizes[] = {8, 100, 5000};
+    const size_t kSlack = 37;  // receive buffers are longer than the messages
+    const size_t kSlot = 5000 + kSlack;
+    const int kRun = 12, kRuns = 6;
+    const size_t kBytes = kSlot * kRun + 64;  // the marker's 8 bytes at the end
+    Buf s(kBytes), r(kBytes, 0xEE);
+    p2p_mem_h sm = nullptr, rm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, s.data(), kBytes, &sm));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, r.data(), kBytes, &rm));
+    uint32_t tid0 = 1000;
+    for (int run = 0; run < kRuns; ++run) {
+        const bool recv_first = (run % 2) == 0;
+        const bool batched = run >= 4;  // the last two runs send in one batch
+        std::vector<p2p_block_t> blocks;
+        for (int k = 0; k < kRun; ++k) {
+            const size_t len = sizes[k % 3];
+            const uint32_t tid = tid0 + static_cast<uint32_t>(k);
+            uint8_t *sp = s.data() + k * kSlot, *rp = r.data() + k * kSlot;
+            for (size_t i = 0; i < len; ++i) sp[i] = pat(i, tid);
+            std::memset(rp, 0xEE, kSlot);
+            void *su = reinterpret_cast<void *>(uintptr_t(0x10000 + tid));
+            if (recv_first) {
+                ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, rp, len + kSlack, rm,
+                                                reinterpret_cast<void *>(uintptr_t(tid))));
+            }
+            if (batched) {
+                blocks.push_back(p2p_block_t{0, tid, sp, len, sm, su});
+            } else {
+                ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, tid, sp, len, sm, su));
+            }
+        }
+        if (batched) {
+            size_t bad = 0;
+            ASSERT_EQ(P2P_OK, p2p_comm_send_batch(comm_, blocks.data(), blocks.size(), &bad));
+        }
+        if (!recv_first) {
+            // A marker after the run, received at once: progress that
+            // delivers it has delivered the run before it, so the run's
+            // receives below find their messages waiting.
+            const uint32_t marker = tid0 + kRun;
+            ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, marker, s.data(), 8, sm, nullptr));
+            ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, marker, r.data() + kRun * kSlot,
+                                            8, rm, nullptr));
+            p2p_completion_t mc = wait_one(P2P_QUEUE_RECV);
+            ASSERT_EQ(marker, mc.tensor_id);
+            ASSERT_EQ(P2P_OK, mc.status);
+            for (int k = 0; k < kRun; ++k) {
+                const uint32_t tid = tid0 + static_cast<uint32_t>(k);
+                ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, r.data() + k * kSlot,
+                                                sizes[k % 3] + kSlack, rm,
+                                                reinterpret_cast<void *>(uintptr_t(tid))));
+            }
+        }
+        std::vector<int> got_recv(kRun, 0), got_send(kRun, 0);
+        const int nsend = kRun + (recv_first ? 0 : 1);  // with the marker's
+        for (int n = 0; n < kRun + nsend; ++n) {
+            const bool is_recv = n < kRun;
+            p2p_completion_t c = wait_one(is_recv ? P2P_QUEUE_RECV : P2P_QUEUE_SEND);
+            ASSERT_EQ(P2P_OK, c.status) << "run " << run;
+            if (!is_recv && c.tensor_id == tid0 + kRun) {
+                continue;  // the marker's send
+            }
+            ASSERT_GE(c.tensor_id, tid0);
+            const int k = static_cast<int>(c.tensor_id - tid0);
+            ASSERT_LT(k, kRun);
+            EXPECT_EQ(sizes[k % 3], c.bytes) << "run " << run << " message " << k;
+            if (is_recv) {
+                ++got_recv[k];
+                EXPECT_EQ(reinterpret_cast<void *>(uintptr_t(c.tensor_id)), c.user_context);
+                const uint8_t *rp = r.data() + k * kSlot;
+                for (size_t i = 0; i < sizes[k % 3]; ++i) {
+                    ASSERT_EQ(pat(i, c.tensor_id), rp[i]) << "run " << run << " byte " << i;
+                }
+                ASSERT_EQ(0xEE, rp[sizes[k % 3]]) << "written past the message";
+            } else {
+                ++got_send[k];
+                EXPECT_EQ(reinterpret_cast<void *>(uintptr_t(0x10000 + c.tensor_id)),
+                          c.user_context);
+            }
+        }
+        for (int k = 0; k < kRun; ++k) {
+            EXPECT_EQ(1, got_recv[k]) << "run " << run << " receive " << k;
+            EXPECT_EQ(1, got_send[k]) << "run " << run << " send " << k;
+        }
+        EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+        EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+        tid0 += kRun + 1;
+    }
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(sm));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(rm));
 }
 
 TEST_P(SelfSend, WaitForeverWakesOnCompletion) {
