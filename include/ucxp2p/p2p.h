@@ -23,7 +23,8 @@
  * Tag layout (64-bit UCP tag)
  *   bits 63..56  communicator id (agreed collectively at p2p_comm_create)
  *   bits 55..54  message kind: data, single-copy request, and the library's
- *                own answers (a receive matches data and requests only)
+ *                own answers (a receive matches data, and single-copy
+ *                requests when its peer is on the same host)
  *   bits 53..32  source rank (so at most 2^22 ranks per communicator)
  *   bits 31..0   tensor_id
  *   A receive therefore matches only messages from its peer, with its
