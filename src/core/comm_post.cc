@@ -8,6 +8,20 @@
 
 namespace ucxp2p {
 
+namespace {
+
+/** A single-copy request must fit whatever the receive's size: a receive
+ *  smaller than one lands in op's bounce buffer first (recv_done copies
+ *  data out of it). */
+void bounce(Op *op, void **dst, size_t *len, ucp_request_param_t *prm) {
+    op->bounced = true;
+    *dst = op->bounce;
+    *len = sizeof(op->bounce);
+    prm->op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+}
+
+} // namespace
+
 bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
     ucp_tag_recv_info_t info;
     return ucp_tag_probe_nb(ctx_->worker(), make_tag(id_, peer, tensor_id),
@@ -110,11 +124,8 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     prm.memh = it.mem->memh;
     void *dst = it.buffer;
     size_t len = it.length;
-    if (!data && len < sizeof(cma::Rts)) {  // a single-copy request: see post_one
-        op->bounced = true;
-        dst = op->bounce;
-        len = sizeof(op->bounce);
-        prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+    if (!data && len < sizeof(cma::Rts)) {  // a single-copy request
+        bounce(op, &dst, &len, &prm);
     }
     op->posting = true;
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, dst, len, msg, &prm);
@@ -230,12 +241,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
         void *dst = it.buffer;
         size_t len = it.length;
         if (peer.cma && len < sizeof(cma::Rts)) {
-            // An RTS must fit whatever the receive's size: land small
-            // receives in the operation first (recv_done copies them out).
-            op->bounced = true;
-            dst = op->bounce;
-            len = sizeof(op->bounce);
-            prm.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+            bounce(op, &dst, &len, &prm);  // a request may come instead
         }
         req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
                                make_tag(id_, it.peer, it.tensor_id),
@@ -246,13 +252,11 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
         if (UCS_PTR_IS_PTR(req)) {
             ucp_request_free(req);
         }
-        if (!is_send) {
-            probe_misses_ = 0;  // its message was waiting: recv_now looks again
-        }
         if (is_send) {
             complete(op, op->post_status, op->post_bytes);
             return false;
         }
+        probe_misses_ = 0;  // its message was waiting: recv_now looks again
         recv_done(op, op->post_status, op->post_bytes, op->post_tag);
         return true;  // receives are reported in flight (see post())
     }
