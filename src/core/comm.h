@@ -286,13 +286,7 @@ private:
      *  record (send_now, recv_now, send_imm); counted: it was added to the
      *  queue's pending count. Worker lock held. */
     void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes, bool counted) {
-        p2p_completion_t e{};
-        e.user_context = it.user_context;
-        e.peer = it.peer;
-        e.tensor_id = it.tensor_id;
-        e.status = P2P_OK;
-        e.bytes = bytes;
-        cq_[q].push(e, counted);
+        cq_[q].push_ok(it.user_context, it.peer, it.tensor_id, bytes, counted);
     }
     void link(Op *op);
     void unlink(Op *op);
