@@ -61,36 +61,6 @@ public:
         publish(counted);
     }
 
-private:
-    /** The slot the next entry goes to (not visible until publish). */
-    p2p_completion_t &next_slot() {
-        if (tail_pos_ == kSegEntries) {
-            grow();
-        }
-        return tail_->e[tail_pos_];
-    }
-    void publish(bool counted) {
-        ++tail_pos_;
-        pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
-                      std::memory_order_release);
-        // Finished: no longer pending. After the entry is visible, so a
-        // reader never sees an operation as neither pending nor queued.
-        if (counted) {
-            add(&pending_, static_cast<size_t>(-1));
-        }
-        // Dekker with wait_nonempty() (store the entry count, fence, load
-        // the waiter count; the waiter does the reverse), so either the
-        // waiter sees the entry or we see the waiter. The fence is the
-        // light side of an asymmetric pair (core/fence.h): no mfence per
-        // message.
-        light_fence();
-        if (waiters_.load(std::memory_order_relaxed) > 0) {
-            wake_waiters();
-        }
-    }
-
-public:
-
     /** Pop up to max entries; returns the count (0 when empty). */
     size_t pop(p2p_completion_t *out, size_t max);
 
@@ -120,6 +90,33 @@ private:
         p2p_completion_t e[kSegEntries];
         std::atomic<Segment *> next{nullptr};
     };
+
+    /** The slot the next entry goes to (not visible until publish). */
+    p2p_completion_t &next_slot() {
+        if (tail_pos_ == kSegEntries) {
+            grow();
+        }
+        return tail_->e[tail_pos_];
+    }
+    void publish(bool counted) {
+        ++tail_pos_;
+        pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_release);
+        // Finished: no longer pending. After the entry is visible, so a
+        // reader never sees an operation as neither pending nor queued.
+        if (counted) {
+            add(&pending_, static_cast<size_t>(-1));
+        }
+        // Dekker with wait_nonempty() (store the entry count, fence, load
+        // the waiter count; the waiter does the reverse), so either the
+        // waiter sees the entry or we see the waiter. The fence is the
+        // light side of an asymmetric pair (core/fence.h): no mfence per
+        // message.
+        light_fence();
+        if (waiters_.load(std::memory_order_relaxed) > 0) {
+            wake_waiters();
+        }
+    }
 
     void grow();          // the tail segment is full: link a new one
     size_t pop_locked(p2p_completion_t *out, size_t max);  // mu_ held (or unlocked_)

@@ -6,10 +6,10 @@
 #include "api_util.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
-#include <cstring>
 
 using apitest::ApiFixture;
 using apitest::bounded;
