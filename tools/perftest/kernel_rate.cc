@@ -26,11 +26,12 @@ namespace {
  *  (ucx_perftest's own loop divides by nothing). */
 class Mod {
 public:
-    explicit Mod(uint64_t n) : n_(n), mask_((n & (n - 1)) == 0 ? n - 1 : 0) {}
-    uint64_t operator()(uint64_t m) const { return mask_ != 0 ? m & mask_ : m % n_; }
+    explicit Mod(uint64_t n) : n_(n), mask_(n - 1), pow2_((n & (n - 1)) == 0) {}
+    uint64_t operator()(uint64_t m) const { return pow2_ ? m & mask_ : m % n_; }
 
 private:
-    uint64_t n_, mask_;  // mask_ 0: not a power of two (or n is 1: m % 1)
+    uint64_t n_, mask_;
+    bool pow2_;  // n is a power of two, 1 included (the default pool: mask 0)
 };
 
 struct Stream {
