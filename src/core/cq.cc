@@ -1,6 +1,8 @@
 #include "core/cq.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 namespace ucxp2p {
 
@@ -44,8 +46,9 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
 size_t CompletionQueue::pop_locked(p2p_completion_t *out, size_t max) {
     uint64_t popped = popped_.load(std::memory_order_relaxed);
     uint64_t avail = pushed_.load(std::memory_order_acquire) - popped;
+    const size_t want = avail < max ? static_cast<size_t>(avail) : max;
     size_t n = 0;
-    while (n < max && n < avail) {
+    while (n < want) {
         if (head_pos_ == kSegEntries) {
             // The producer has moved on (an entry past this segment is
             // published), so nobody touches this segment any more.
@@ -54,7 +57,11 @@ size_t CompletionQueue::pop_locked(p2p_completion_t *out, size_t max) {
             head_ = next;
             head_pos_ = 0;
         }
-        out[n++] = head_->e[head_pos_++];
+        // The run up to this segment's end in one copy, not entry by entry.
+        size_t run = std::min(want - n, kSegEntries - head_pos_);
+        std::memcpy(out + n, head_->e + head_pos_, run * sizeof(*out));
+        n += run;
+        head_pos_ += run;
     }
     popped_.store(popped + n, std::memory_order_release);
     return n;

@@ -91,6 +91,23 @@ TEST(CompletionQueue, FifoAcrossSegmentsAndPendingCount) {
     EXPECT_EQ(kN, next);
     EXPECT_TRUE(q.empty());
     EXPECT_EQ(0u, q.pending());
+
+    // One pop spanning several segment ends (pop copies a run per segment),
+    // asked for more than there is.
+    constexpr uint32_t kMore = 300;
+    for (uint32_t i = 0; i < kMore; ++i) {
+        p2p_completion_t e{};
+        e.tensor_id = kN + i;
+        e.bytes = i;
+        q.push(e, /*counted=*/false);
+    }
+    std::vector<p2p_completion_t> all(kMore + 10);
+    ASSERT_EQ(kMore, q.pop(all.data(), all.size()));
+    for (uint32_t i = 0; i < kMore; ++i) {
+        EXPECT_EQ(kN + i, all[i].tensor_id);
+        EXPECT_EQ(i, all[i].bytes);
+    }
+    EXPECT_TRUE(q.empty());
 }
 
 namespace {
