@@ -90,9 +90,21 @@ template <class F> p2p_status_t guarded(const char *what, F &&f) {
     }
 }
 
-void destroy_mem(MemEntry &e) {
+void destroy_mem(Registry<MemEntry>::Ref &ref) {
+    MemEntry &e = *ref;
     std::lock_guard<Mutex> lock(e.ctx->worker_mu());
     e.mem.dead = true;  // a post still holding a lookup now fails
+    if (e.mem.inflight != 0) {
+        // Only after a communicator's shutdown gave up waiting (logged
+        // there): UCX may still use the mapping and an operation will still
+        // release this record. Keep both rather than free them under it.
+        P2P_LOG(P2P_LOG_ERROR, "mem: registration at %p still used by %lld "
+                "operations at context destroy: left mapped",
+                reinterpret_cast<void *>(e.mem.base),
+                static_cast<long long>(e.mem.inflight));
+        new Registry<MemEntry>::Ref(std::move(ref));  // deliberately leaked
+        return;
+    }
     ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
 }
 
@@ -304,10 +316,16 @@ p2p_status_t p2p_context_destroy(p2p_context_h context) {
             P2P_LOG(P2P_LOG_INFO, "context: destroying %zu live communicators",
                     comms.size());
         }
+        // Shut each down here, not in ~Comm: a call still inside one (a
+        // waiter in p2p_comm_wait) holds a reference, and its operations
+        // must be canceled (the waiter woken) before their registrations go.
+        for (auto &c : comms) {
+            c->comm->shutdown();
+        }
         comms.clear();
         auto mems = g_mems.remove_if([id](MemEntry &m) { return m.mem.ctx_id == id; });
         for (auto &m : mems) {
-            destroy_mem(*m);  // marks it dead under the worker lock
+            destroy_mem(m);  // marks it dead under the worker lock
         }
         e->ctx->stop_progress();
         return P2P_OK;
@@ -450,7 +468,7 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
             e->mem.dead = true;
         }
         if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
-        destroy_mem(*e);
+        destroy_mem(e);
         return P2P_OK;
     });
 }

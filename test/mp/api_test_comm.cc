@@ -4,6 +4,7 @@
  */
 #include "api_util.h"
 
+#include <atomic>
 #include <cstdint>
 #include <set>
 #include <vector>
@@ -408,6 +409,39 @@ TEST(ApiTeardown, ContextDestroyWithLiveCommAndPendingReceives) {
     EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_destroy(comm));
     EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(mem));
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+}
+
+// A thread blocked in p2p_comm_wait holds the communicator while another
+// destroys the context: the destroy must still cancel its receive (the
+// waiter returns it) before the registration under it goes away.
+TEST_F(ApiFixture, ContextDestroyWakesAWaiterOnItsCommunicator) {
+    Buf b(4096);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), b.size(), &mem));
+    void *uc = reinterpret_cast<void *>(uintptr_t(0x42));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 42, b.data(), 4096, mem, uc));
+    p2p_status_t wst = P2P_ERR_TRANSPORT;
+    p2p_completion_t e{};
+    size_t n = 0;
+    std::atomic<bool> entered{false};
+    std::thread waiter([&] {
+        entered = true;
+        wst = p2p_comm_wait(comm_, P2P_QUEUE_RECV, &e, 1, &n, 30000);
+    });
+    while (!entered) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // inside the wait
+    p2p_status_t st = P2P_ERR_TRANSPORT;
+    bounded("p2p_context_destroy under a waiter", 20,
+            [&] { st = p2p_context_destroy(ctx_); });
+    EXPECT_EQ(P2P_OK, st);
+    bounded("the waiter after p2p_context_destroy", 10, [&] { waiter.join(); });
+    ASSERT_EQ(P2P_OK, wst);
+    ASSERT_EQ(1u, n);
+    EXPECT_EQ(P2P_ERR_CANCELED, e.status);
+    EXPECT_EQ(uc, e.user_context);
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &e, 1, &n, 0));
+    ctx_ = nullptr;   // destroyed above, with the communicator
+    comm_ = nullptr;
 }
 
 TEST_F(ApiFixture, CommDestroyDropsUnpoppedCompletions) {
