@@ -25,7 +25,11 @@
  *   bits 55..54  message kind: data, single-copy request, and the library's
  *                own answers (a receive matches data, and single-copy
  *                requests when its peer is on the same host)
- *   bits 53..32  source rank (so at most 2^22 ranks per communicator)
+ *   bits 53..50  generation of the communicator id: a communicator that
+ *                reuses an id never matches messages sent on the one that
+ *                had it before (those left unreceived are dropped when it
+ *                is destroyed)
+ *   bits 49..32  source rank (so at most 2^18 = 262144 ranks)
  *   bits 31..0   tensor_id
  *   A receive therefore matches only messages from its peer, with its
  *   tensor_id, on its communicator, whatever order sends and receives are
@@ -248,7 +252,8 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * job size. At most 256 communicators may be alive per context.
  * The bootstrap must outlive the call only, not the communicator.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM, P2P_ERR_BOOTSTRAP,
- * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id), P2P_ERR_TIMEOUT.
+ * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id), P2P_ERR_TIMEOUT,
+ * P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag layout).
  */
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
                              p2p_comm_h *comm_p);

@@ -12,12 +12,13 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 3;  // 3: cma::Identity names the epoch memfd
+constexpr uint32_t kBlobVersion = 4;  // 4: the ids' generations
 
 struct BlobHeader {
     uint32_t magic;
     uint32_t version;
     Context::CommIdSet free_ids;
+    Context::CommIdGens id_gens;  // each id's last generation on this rank
     cma::Identity host;
     uint32_t addr_len;
 };
@@ -103,7 +104,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     BlobHeader h;
     h.magic = kBlobMagic;
     h.version = kBlobVersion;
-    h.free_ids = ctx->free_comm_ids();
+    h.free_ids = ctx->free_comm_ids(&h.id_gens);
     h.host = cma::local_identity();
     h.addr_len = static_cast<uint32_t>(addr.length());
     std::vector<uint8_t> mine(sizeof(h) + addr.length());
@@ -125,6 +126,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Context::CommIdSet common;
     common.fill(0xff);
+    std::vector<BlobHeader> heads(c->size_);
     std::vector<cma::Identity> hosts(c->size_);
     c->addrs_.resize(c->size_);
     for (uint32_t r = 0; r < c->size_; ++r) {
@@ -143,6 +145,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         for (size_t i = 0; i < common.size(); ++i) {
             common[i] &= rh.free_ids[i];
         }
+        heads[r] = rh;
         c->addrs_[r].assign(all[r].begin() + sizeof(rh), all[r].end());
         hosts[r] = rh.host;
     }
@@ -152,13 +155,23 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
             id = i;
         }
     }
-    if (id < 0 || !ctx->claim_comm_id(static_cast<unsigned>(id))) {
+    // A generation no rank used last for this id: what the previous
+    // communicator with it left behind never matches this one's tags.
+    uint32_t gen = 0;
+    if (id >= 0) {
+        std::vector<uint8_t> lasts(c->size_);
+        for (uint32_t r = 0; r < c->size_; ++r) lasts[r] = heads[r].id_gens[id];
+        gen = next_comm_gen(lasts.data(), lasts.size());
+    }
+    if (id < 0 || !ctx->claim_comm_id(static_cast<unsigned>(id), static_cast<uint8_t>(gen))) {
         P2P_LOG(P2P_LOG_ERROR, "comm: no communicator id free on every rank "
                 "(at most %d alive; create them in the same order everywhere)",
                 Context::kMaxComms);
         return P2P_ERR_BUSY;
     }
     c->id_ = static_cast<uint32_t>(id);
+    c->gen_ = gen;
+    c->tag_base_ = comm_tag_base(c->id_, gen);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
     uint32_t ncma = 0;
@@ -185,7 +198,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
-    ctx->set_goodbye_handler(c->id_, [raw](uint32_t r) {
+    ctx->set_goodbye_handler(c->id_, gen, [raw](uint32_t r) {
         if (r < raw->size_ && r != raw->rank_) {
             raw->peers_[r].left = true;
             P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said goodbye", raw->id_, r);
@@ -203,12 +216,13 @@ Comm::~Comm() {
         return;
     }
     shutdown();
-    ctx_->set_goodbye_handler(id_, nullptr);
+    ctx_->set_goodbye_handler(id_, gen_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        drain_unexpected();
         send_goodbyes();
         for (uint32_t r = 0; r < size_; ++r) {
             if (peers_[r].ep == nullptr) continue;
@@ -365,7 +379,7 @@ void Comm::send_goodbyes() {
     for (uint32_t r = 0; r < size_; ++r) {
         Peer &p = peers_[r];
         if (p.ep == nullptr || p.failed || r == rank_) continue;
-        auto *g = new Context::Goodbye{Context::kGoodbyeMagic, id_, rank_};
+        auto *g = new Context::Goodbye{Context::kGoodbyeMagic, id_, gen_, rank_};
         ucp_request_param_t prm = {};
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         prm.cb.send = ctl_sent_cb<Context::Goodbye>;
@@ -379,6 +393,28 @@ void Comm::send_goodbyes() {
             }
             delete g;
         }
+    }
+}
+
+void Comm::drain_unexpected() {
+    // Messages sent to this communicator and never received (or answers to
+    // operations shutdown canceled): each is received into nothing (a
+    // truncation, which also answers a rendezvous sender) so UCX frees it.
+    // The next communicator with this id has another generation and would
+    // not match them, but they would stay queued for the worker's life.
+    ucp_worker_h w = ctx_->worker();
+    size_t n = 0;
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    while ((msg = ucp_tag_probe_nb(w, tag_base_, kCommIdMask, 1, &info)) != nullptr) {
+        ucp_request_param_t prm = {};
+        void *r = ucp_tag_msg_recv_nbx(w, nullptr, 0, msg, &prm);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released once done
+        ++n;
+    }
+    if (n != 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages nobody received",
+                id_, n);
     }
 }
 

@@ -211,7 +211,7 @@ void Comm::on_split_rts(Op *op, const cma::Rts &rts) {
     op->seq = rts.seq;
     // Wait for the sender's word on its part before asking for it.
     void *req = post_ctl_recv(ctx_->worker(), op,
-                              make_tag(id_, src, rts.seq | cma::kWdoneBit, KIND_ACK),
+                              make_tag(tag_base_, src, rts.seq | cma::kWdoneBit, KIND_ACK),
                               wdone_cb);
     if (!UCS_PTR_IS_PTR(req)) {
         send_ack(src, rts.seq, cma::ACK_ERROR);
@@ -273,7 +273,7 @@ void Comm::send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status) {
     w.status = status;
     w.seq = seq;
     w.addr = 0;
-    ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, seq | cma::kWdoneBit,
+    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, seq | cma::kWdoneBit,
                                             KIND_ACK), w);
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: split-copy report to rank %u failed: %s",
@@ -290,7 +290,7 @@ void Comm::send_ack(uint32_t peer, uint32_t seq, int32_t status, uint64_t addr) 
     ack.status = status;
     ack.seq = seq;
     ack.addr = addr;
-    ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, seq, KIND_ACK), ack);
+    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, seq, KIND_ACK), ack);
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: answer to rank %u's single-copy "
                 "request failed: %s", id_, peer, ucs_status_string(st));
@@ -299,7 +299,7 @@ void Comm::send_ack(uint32_t peer, uint32_t seq, int32_t status, uint64_t addr) 
 
 bool Comm::post_ack_recv(Op *op) {
     void *req = post_ctl_recv(ctx_->worker(), op,
-                              make_tag(id_, op->entry.peer, op->seq, KIND_ACK), ack_cb);
+                              make_tag(tag_base_, op->entry.peer, op->seq, KIND_ACK), ack_cb);
     if (!UCS_PTR_IS_PTR(req)) {
         ack_done(op, UCS_PTR_STATUS(req) != UCS_OK ? UCS_PTR_STATUS(req)
                                                   : UCS_ERR_IO_ERROR);
@@ -338,7 +338,7 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     rts.region_off = reinterpret_cast<uintptr_t>(it.buffer) - op->mem->base;
     rts.region_len = op->mem->length;
     cma::stamp_epoch(&rts, op->seq);
-    ucs_status_t st = send_ctl(ep, make_tag(id_, rank_, it.tensor_id, KIND_RTS), rts);
+    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id, KIND_RTS), rts);
     if (st != UCS_OK) {
         op->rts_status = st;
         op->split = 0;  // nobody got the request: nobody waits for a WDONE
@@ -457,12 +457,12 @@ void Comm::repost_push(Op *op) {
     if (is_send) {
         prm.cb.send = send_cb;
         req = ucp_tag_send_nbx(ep, op->buffer, op->length,
-                               make_tag(id_, rank_, op->seq, KIND_PUSH), &prm);
+                               make_tag(tag_base_, rank_, op->seq, KIND_PUSH), &prm);
     } else {
         prm.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         prm.cb.recv = recv_cb;
         req = ucp_tag_recv_nbx(ctx_->worker(), op->buffer, op->length,
-                               make_tag(id_, op->entry.peer, op->seq, KIND_PUSH),
+                               make_tag(tag_base_, op->entry.peer, op->seq, KIND_PUSH),
                                ~static_cast<ucp_tag_t>(0), &prm);
     }
     op->posting = false;

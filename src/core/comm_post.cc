@@ -24,7 +24,7 @@ void bounce(Op *op, void **dst, size_t *len, ucp_request_param_t *prm) {
 
 bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
     ucp_tag_recv_info_t info;
-    return ucp_tag_probe_nb(ctx_->worker(), make_tag(id_, peer, tensor_id),
+    return ucp_tag_probe_nb(ctx_->worker(), make_tag(tag_base_, peer, tensor_id),
                             user_mask(peer), 0, &info) != nullptr;
 }
 
@@ -84,7 +84,7 @@ inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
     // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing sent (no
     // resources, or an error the general path meets again and reports).
     return ucp_tag_send_nbx(ep, it.buffer, it.length,
-                            make_tag(id_, rank_, it.tensor_id), &prm) == nullptr;
+                            make_tag(tag_base_, rank_, it.tensor_id), &prm) == nullptr;
 }
 
 bool Comm::send_now(const PostItem &it) {
@@ -106,7 +106,7 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     }
     ucp_worker_h worker = ctx_->worker();
     ucp_tag_recv_info_t info;
-    ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(id_, it.peer, it.tensor_id),
+    ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(tag_base_, it.peer, it.tensor_id),
                                              user_mask(it.peer), 1, &info);
     if (msg == nullptr) {
         probe_misses_ += probe_misses_ < kProbeMisses ? 1 : 0;
@@ -232,7 +232,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     if (is_send) {
         prm.cb.send = send_cb;
         req = ucp_tag_send_nbx(ep, it.buffer, it.length,
-                               make_tag(id_, rank_, it.tensor_id), &prm);
+                               make_tag(tag_base_, rank_, it.tensor_id), &prm);
     } else {
         // Always through the callback: UCX 1.13 reports no length for a
         // receive completed immediately (recv_info is not filled there).
@@ -244,7 +244,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
             bounce(op, &dst, &len, &prm);  // a request may come instead
         }
         req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
-                               make_tag(id_, it.peer, it.tensor_id),
+                               make_tag(tag_base_, it.peer, it.tensor_id),
                                user_mask(it.peer), &prm);
     }
     op->posting = false;

@@ -279,8 +279,9 @@ Context::~Context() {
     }
 }
 
-Context::CommIdSet Context::free_comm_ids() {
+Context::CommIdSet Context::free_comm_ids(CommIdGens *gens) {
     std::lock_guard<std::mutex> lock(ids_mu_);
+    *gens = id_gens_;
     CommIdSet f;
     for (size_t i = 0; i < f.size(); ++i) {
         f[i] = static_cast<uint8_t>(~used_ids_[i]);
@@ -288,13 +289,14 @@ Context::CommIdSet Context::free_comm_ids() {
     return f;
 }
 
-bool Context::claim_comm_id(unsigned id) {
+bool Context::claim_comm_id(unsigned id, uint8_t gen) {
     std::lock_guard<std::mutex> lock(ids_mu_);
     uint8_t bit = static_cast<uint8_t>(1u << (id % 8));
     if (id >= kMaxComms || (used_ids_[id / 8] & bit)) {
         return false;
     }
     used_ids_[id / 8] |= bit;
+    id_gens_[id] = gen;
     return true;
 }
 
@@ -317,13 +319,18 @@ void Context::remove_deferred_hook(const void *owner) {
     }
 }
 
-void Context::set_goodbye_handler(unsigned comm_id, std::function<void(uint32_t)> h) {
+void Context::set_goodbye_handler(unsigned comm_id, uint32_t gen,
+                                  std::function<void(uint32_t)> h) {
     std::lock_guard<Mutex> lock(worker_mu_);
-    if (comm_id < goodbye_.size()) goodbye_[comm_id] = std::move(h);
+    if (comm_id < goodbye_.size()) {
+        goodbye_[comm_id] = std::move(h);
+        goodbye_gen_[comm_id] = gen;
+    }
 }
 
 void Context::on_goodbye(const Goodbye &g) {
-    if (g.magic == kGoodbyeMagic && g.comm_id < goodbye_.size() && goodbye_[g.comm_id]) {
+    if (g.magic == kGoodbyeMagic && g.comm_id < goodbye_.size() && goodbye_[g.comm_id] &&
+        g.gen == goodbye_gen_[g.comm_id]) {
         goodbye_[g.comm_id](g.rank);
     }
 }

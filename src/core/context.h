@@ -42,6 +42,7 @@ class Context {
 public:
     static constexpr int kMaxComms = 256;
     using CommIdSet = std::array<uint8_t, kMaxComms / 8>;
+    using CommIdGens = std::array<uint8_t, kMaxComms>;
 
     static p2p_status_t create(const ContextSettings &settings,
                                std::unique_ptr<Context> *out);
@@ -56,9 +57,11 @@ public:
     const UcpAddress &address() const { return address_; }
     const ContextSettings &settings() const { return settings_; }
 
-    /** Communicator ids not in use here (bit i set: id i free). */
-    CommIdSet free_comm_ids();
-    bool claim_comm_id(unsigned id);
+    /** Communicator ids not in use here (bit i set: id i free), and the
+     *  generation each id had last here (0 if never used). */
+    CommIdSet free_comm_ids(CommIdGens *gens);
+    /** Take id (false if in use) for generation gen. */
+    bool claim_comm_id(unsigned id, uint8_t gen);
     void release_comm_id(unsigned id);
 
     /** Work to run after a progress call, under the worker lock (e.g. a
@@ -78,10 +81,12 @@ public:
     struct Goodbye {
         uint32_t magic;
         uint32_t comm_id;
+        uint32_t gen;  // of the id: a late goodbye from its last user is ignored
         uint32_t rank;
     };
-    static constexpr uint32_t kGoodbyeMagic = 0x42594531;  // "BYE1"
-    void set_goodbye_handler(unsigned comm_id, std::function<void(uint32_t)> h);
+    static constexpr uint32_t kGoodbyeMagic = 0x42594532;  // "BYE2"
+    void set_goodbye_handler(unsigned comm_id, uint32_t gen,
+                             std::function<void(uint32_t)> h);
     void on_goodbye(const Goodbye &g);  // worker lock held
 
     /** Stop the progress thread (teardown; idempotent). */
@@ -102,8 +107,10 @@ private:
 
     std::mutex ids_mu_;
     CommIdSet used_ids_{};
+    CommIdGens id_gens_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
     std::array<std::function<void(uint32_t)>, kMaxComms> goodbye_;  // worker lock
+    std::array<uint32_t, kMaxComms> goodbye_gen_{};                 // worker lock
     bool deferred_pending_ = false;  // worker lock held
 };
 

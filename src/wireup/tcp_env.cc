@@ -14,7 +14,7 @@ namespace ucxp2p {
 
 namespace {
 
-constexpr uint64_t kMaxRanks = 1u << 22;  // tag layout: 22 rank bits
+constexpr uint64_t kMaxRanks = 1u << 18;  // tag layout: 18 rank bits
 constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 constexpr uint64_t kMaxMsgLimit = 1ull << 32;
 

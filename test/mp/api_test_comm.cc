@@ -171,6 +171,45 @@ TEST(ApiComm, TwoCommunicatorsDoNotMatchEachOther) {
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
 }
 
+// A communicator that reuses an id (the lowest free one, so the next one
+// created after a destroy) must not receive what was sent on the old one
+// and never received: small (eager) and large (rendezvous or single-copy
+// request) messages, over more reuses than there are tag generations.
+TEST_F(ApiFixture, ReusedIdDoesNotMatchTheOldCommunicatorsMessages) {
+    const size_t kBig = size_t(1) << 20;
+    Buf buf(2 * kBig, 7);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, buf.data(), buf.size(), &mem));
+    p2p_comm_info_t first{}, info{};
+    ASSERT_EQ(P2P_OK, p2p_comm_query(comm_, &first));
+    for (int round = 0; round < 20; ++round) {
+        SCOPED_TRACE(testing::Message() << "round " << round);
+        ASSERT_EQ(P2P_OK, p2p_comm_query(comm_, &info));
+        ASSERT_EQ(first.id, info.id) << "the id was not reused: nothing tested";
+        // A round's receive (when it timed out) must not see the last
+        // round's unreceived messages; this round leaves its own behind.
+        if (round > 0) {
+            ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 5, buf.data() + kBig, 16, mem, nullptr));
+            ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 6, buf.data() + kBig, kBig, mem, nullptr));
+            p2p_completion_t c{};
+            size_t n = 0;
+            EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, 100))
+                << "a message sent on a destroyed communicator matched its successor";
+        }
+        ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 5, buf.data(), 16, mem, nullptr));
+        ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 6, buf.data(), kBig, mem, nullptr));
+        p2p_completion_t c{};
+        size_t n = 0;
+        ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, 10000));
+        ASSERT_EQ(P2P_OK, p2p_comm_destroy(comm_));
+        comm_ = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_comm_create(ctx_, bs_, &comm_));
+    }
+    ASSERT_EQ(P2P_OK, p2p_comm_destroy(comm_));
+    comm_ = nullptr;
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem)) << "an operation outlived its communicator";
+}
+
 // ------------------------------------------------------------------ post errors
 
 TEST_F(ApiFixture, PostErrorsQueueNothing) {
