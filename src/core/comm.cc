@@ -348,20 +348,25 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     ctx_->request_deferred();  // handle_failures after this progress call
 }
 
+void Comm::cancel_waits_from(uint32_t peer) {
+    // Receives from a dead peer would wait forever: cancel them (their
+    // completion reports P2P_ERR_PEER_FAILURE). One already matched (its
+    // data arriving) is not in UCX's expected queue: cancel leaves it be.
+    std::vector<void *> reqs;
+    for (Op *op = ops_; op != nullptr; op = op->next) {
+        bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS ||
+                          op->stage == Op::SEND_SPLIT;
+        if (waits_recv && op->entry.peer == peer) reqs.push_back(op->request);
+    }
+    for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
+}
+
 void Comm::handle_failures() {
     if (failed_pending_.empty()) return;
     std::vector<uint32_t> failed;
     failed.swap(failed_pending_);
     for (uint32_t peer : failed) {
-        // Receives from a dead peer would wait forever: cancel them (their
-        // completion reports P2P_ERR_PEER_FAILURE).
-        std::vector<void *> reqs;
-        for (Op *op = ops_; op != nullptr; op = op->next) {
-            bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS ||
-                              op->stage == Op::SEND_SPLIT;
-            if (waits_recv && op->entry.peer == peer) reqs.push_back(op->request);
-        }
-        for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
+        cancel_waits_from(peer);
         // Force-close the endpoint: sends still queued on it fail now.
         Peer &p = peers_[peer];
         if (p.ep != nullptr) {

@@ -358,6 +358,7 @@ private:
     void repost_push(Op *op);
     void send_goodbyes();   // worker lock held
     void drain_unexpected();  // worker lock held
+    void cancel_waits_from(uint32_t peer);  // a dead peer's; worker lock held
 
     std::shared_ptr<Context> ctx_;
     uint64_t ctx_id_ = 0;

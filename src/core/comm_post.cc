@@ -171,11 +171,13 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     // One endpoint per item; batches up to 64 need no allocation.
     StackBuf<ucp_ep_h, 64> eps(count);
     // Resolve every endpoint first: all or nothing.
+    bool from_dead = false;
     for (size_t i = 0; i < count; ++i) {
         p2p_status_t st = get_ep(items[i].peer, &eps[i]);
         if (st == P2P_ERR_PEER_FAILURE && !is_send &&
             recv_already_arrived(items[i].peer, items[i].tensor_id)) {
             eps[i] = nullptr;  // the data is here: receive it anyway
+            from_dead = true;
             st = P2P_OK;
         }
         if (st != P2P_OK) {
@@ -203,6 +205,13 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             continue;
         }
         in_flight |= post_one(is_send, items[i], eps[i]);
+    }
+    if (from_dead) {
+        // One arrived message let every block of the batch naming it
+        // through: the ones it did not match would wait forever.
+        for (size_t i = 0; i < count; ++i) {
+            if (eps[i] == nullptr) cancel_waits_from(items[i].peer);
+        }
     }
     // Sends that completed inside the post (small messages) leave no
     // work behind: a stream of them must not wake the progress thread

@@ -12,6 +12,7 @@
  *   killee <victim>       the victim kills itself mid-stream
  *   idle [sec]            idle between two barriers (see P2P_MP_GO_FILE)
  *   shutdown              p2p_comm_shutdown cancels pending operations
+ *   dead-arrived          receiving what a dead rank sent before dying
  *   cma-fallback          same-host single copy refused by the kernel
  *   cma-withdraw          single-copy sends cancelled before the receive
  *   cma-split-wait        receiver shutdown waits for the sender's half
@@ -147,7 +148,8 @@ int main(int argc, char **argv) {
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
-        {"cma-split-wait", mp::run_cma_split_wait}};
+        {"cma-split-wait", mp::run_cma_split_wait},
+        {"dead-arrived", mp::run_dead_arrived}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

@@ -7,6 +7,10 @@
  *       exchange among themselves and print "survivor ok".
  *   shutdown  receives that never match and rendezvous sends nobody
  *       receives are canceled by p2p_comm_shutdown; later posts fail.
+ *   dead-arrived  (2 ranks) rank 1 sends, then dies; rank 0, once it knows,
+ *       still receives what arrived (one receive per message: a batch
+ *       naming one message twice gets it once and P2P_ERR_PEER_FAILURE
+ *       once), and a receive of what never came fails at the post.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -227,6 +231,90 @@ void run_shutdown(int, char **) {
     buf.release(); // nothing in flight any more
     r.barrier();
     say("shutdown ok: %zu ops canceled in %.3f s", ops.size(), took);
+    r.finish();
+}
+
+// ------------------------------------------------------------------ dead-arrived
+
+void run_dead_arrived(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "dead-arrived");
+    MP_CHECK(r.size() == 2, "dead-arrived runs on 2 ranks");
+    const size_t kLen = 64;
+    const uint32_t kOnce = 7, kTwice = 8, kNever = 9, kProbe = 99;
+    RegBuf buf(r.ctx(), 16 * kLen, 0xEE);
+    if (r.rank() == 1) {
+        for (uint32_t tid : {kOnce, kTwice}) {
+            fill_pattern(buf.data() + tid * kLen, kLen, 1, 0, tid);
+            MP_OK(p2p_comm_send(r.comm(), 0, tid, buf.data() + tid * kLen, kLen,
+                                buf.mem(), nullptr));
+        }
+        size_t done = 0;
+        while (done < 2) {
+            for (const p2p_completion_t &c : pop(r.comm(), P2P_QUEUE_SEND, 1000)) {
+                MP_CHECK(c.status == P2P_OK, "send completed with %d", c.status);
+                ++done;
+            }
+        }
+        r.barrier();  // both messages are on their way
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        say("dying now");
+        kill(getpid(), SIGKILL);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        MP_FAIL("still alive after SIGKILL");
+    }
+    r.barrier();
+    // Learn of the death: a receive of something never sent fails.
+    const double bound_s = 5.0 * env_ul("P2P_PEER_TIMEOUT_MS", 3000) / 1000.0 + 5;
+    MP_OK(p2p_comm_recv(r.comm(), 1, kProbe, buf.data(), kLen, buf.mem(), nullptr));
+    std::vector<p2p_completion_t> got;
+    auto t0 = Clock::now();
+    while (got.empty() && seconds_since(t0) < bound_s) {
+        got = pop(r.comm(), P2P_QUEUE_RECV, 500);
+    }
+    MP_CHECK(got.size() == 1 && got[0].status == P2P_ERR_PEER_FAILURE,
+             "the receive from the dead rank gave %zu completions (status %d)",
+             got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
+    // One message, two blocks naming it: one gets it, the other fails.
+    p2p_block_t b[2];
+    for (size_t i = 0; i < 2; ++i) {
+        b[i] = {1, kTwice, buf.data() + (2 + i) * kLen, kLen, buf.mem(), ctx_of(i)};
+    }
+    size_t bad = 77;
+    MP_OK(p2p_comm_recv_batch(r.comm(), b, 2, &bad));
+    std::vector<p2p_completion_t> two;
+    t0 = Clock::now();
+    while (two.size() < 2 && seconds_since(t0) < bound_s) {
+        for (const p2p_completion_t &c : pop(r.comm(), P2P_QUEUE_RECV, 500)) two.push_back(c);
+    }
+    MP_CHECK(two.size() == 2, "a batch of 2 receives got %zu completions in %.0f s",
+             two.size(), bound_s);
+    size_t ok = 0, failed = 0;
+    for (const p2p_completion_t &c : two) {
+        if (c.status == P2P_OK) {
+            ++ok;
+            MP_CHECK(c.bytes == kLen, "received %llu bytes",
+                     static_cast<unsigned long long>(c.bytes));
+            check_pattern(buf.data() + (2 + index_of(c.user_context)) * kLen, kLen, 1, 0,
+                          kTwice, "dead-arrived batch");
+        } else {
+            failed += c.status == P2P_ERR_PEER_FAILURE;
+        }
+    }
+    MP_CHECK(ok == 1 && failed == 1, "batch: %zu OK and %zu P2P_ERR_PEER_FAILURE, "
+             "expected one of each", ok, failed);
+    // A single receive of what arrived, and of what never came.
+    MP_OK(p2p_comm_recv(r.comm(), 1, kOnce, buf.data() + 4 * kLen, kLen, buf.mem(), nullptr));
+    got = pop(r.comm(), P2P_QUEUE_RECV, 10000);
+    MP_CHECK(got.size() == 1 && got[0].status == P2P_OK,
+             "the receive of an arrived message gave %zu completions (status %d)",
+             got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
+    check_pattern(buf.data() + 4 * kLen, kLen, 1, 0, kOnce, "dead-arrived single");
+    MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
+                     p2p_comm_recv(r.comm(), 1, kNever, buf.data(), kLen, buf.mem(), nullptr));
+    expect_quiet(r.comm());
+    say("dead-arrived ok");
+    buf.release();
     r.finish();
 }
 

@@ -358,6 +358,19 @@ TEST_P(MpTest, KillNineSurvivors) {
     EXPECT_LE(2u, count(out, "peer rank 2 failed")) << out;
 }
 
+TEST_P(MpTest, ReceiveWhatADeadRankSentOncePerMessage) {
+    RunSpec s;
+    s.ranks = 2;
+    s.keep_going = true;
+    s.timeout_s = 90;
+    s.args = {"dead-arrived"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(137, st) << "p2prun must report rank 1's SIGKILL\n" << out;
+    EXPECT_NE(std::string::npos, out.find("dead-arrived ok")) << out;
+    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+}
+
 TEST_P(MpTest, Idle8RanksUseNoCpu) {
     const int kRanks = 8;
     char dir_tmpl[] = "/tmp/mp_test_idle.XXXXXX";
