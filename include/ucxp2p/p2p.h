@@ -338,6 +338,8 @@ typedef struct {
  * block is validated first: if one is bad, nothing is posted, the status of
  * the first bad block is returned and *bad_index_p (if not NULL) is set to
  * its index. Otherwise each block produces its own completion entry.
+ * An error that concerns no block (the communicator's handle, blocks NULL,
+ * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched.
  * Errors: as p2p_comm_send, plus P2P_ERR_INVALID_PARAM (blocks NULL with
  * count > 0).
  */

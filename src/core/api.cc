@@ -257,6 +257,13 @@ p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
         ucp_mem_unmap(ce->ctx->ucp(), memh);
         return P2P_ERR_NO_MEMORY;
     }
+    // The context may have been destroyed meanwhile (after it collected its
+    // registrations): then undo, or this one would outlive it.
+    if (!g_contexts.get(ce->id)) {
+        Registry<MemEntry>::Ref m = g_mems.remove(id);
+        if (m) destroy_mem(m);
+        return P2P_ERR_INVALID_HANDLE;
+    }
     *mem_p = handle_from_id<p2p_mem_h>(id);
     return P2P_OK;
 }

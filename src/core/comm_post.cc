@@ -165,8 +165,7 @@ __attribute__((always_inline)) inline p2p_status_t
 Comm::post_locked(bool is_send, const PostItem *items, size_t count,
                   size_t *bad_index_p, bool try_imm, bool *kick) {
     if (shut_.load()) {
-        if (bad_index_p != nullptr) *bad_index_p = 0;
-        return P2P_ERR_SHUTDOWN;
+        return P2P_ERR_SHUTDOWN;  // no block is bad: *bad_index_p untouched
     }
     // One endpoint per item; batches up to 64 need no allocation.
     StackBuf<ucp_ep_h, 64> eps(count);

@@ -129,3 +129,37 @@ TEST_F(ApiFixture, DeregisterRacingWithPosts) {
         EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
     }
 }
+
+// Registrations made while another thread destroys the context: each one
+// either fails or is released with the context -- none outlives it (its
+// handle would still deregister, and it would pin the context's memory).
+TEST(ApiRace, RegisterRacingWithContextDestroy) {
+    Buf b(4096);
+    for (int round = 0; round < 40; ++round) {
+        p2p_context_h ctx = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+        std::vector<p2p_mem_h> got;
+        std::atomic<bool> go{false};
+        bool bad = false;
+        std::thread reg([&] {
+            go.store(true);
+            for (;;) {
+                p2p_mem_h m = nullptr;
+                p2p_status_t st = p2p_mem_register(ctx, b.data(), b.size(), &m);
+                if (st == P2P_ERR_INVALID_HANDLE) return;
+                if (st != P2P_OK) bad = true;
+                if (st != P2P_OK) return;
+                got.push_back(m);
+            }
+        });
+        while (!go.load()) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 5)));
+        ASSERT_EQ(P2P_OK, p2p_context_destroy(ctx));
+        reg.join();
+        EXPECT_FALSE(bad);
+        size_t alive = 0;
+        for (p2p_mem_h m : got) alive += p2p_mem_deregister(m) != P2P_ERR_INVALID_HANDLE;
+        EXPECT_EQ(0u, alive) << "round " << round << ": of " << got.size()
+                             << " registrations, these outlived their context";
+    }
+}

@@ -216,6 +216,7 @@ void run_shutdown(int, char **) {
                      p2p_comm_recv(r.comm(), 0, 1, buf.data(), 8, buf.mem(), nullptr));
     MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN, p2p_comm_send_batch(r.comm(), &blk, 1, &bad));
     MP_EXPECT_STATUS(P2P_ERR_SHUTDOWN, p2p_comm_recv_batch(r.comm(), &blk, 1, &bad));
+    MP_CHECK(bad == 777, "a shut-down batch named block %zu as bad", bad);
     MP_OK(p2p_comm_shutdown(r.comm())); // idempotent
     expect_quiet(r.comm());
     size_t n = 99;
