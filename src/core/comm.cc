@@ -174,6 +174,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->tag_base_ = comm_tag_base(c->id_, gen);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
+    c->free_ops_.reserve(kMaxCachedOps);  // free_op runs in UCX callbacks
     uint32_t ncma = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
         c->peers_[r].ref.comm = c.get();

@@ -295,7 +295,8 @@ private:
         std::memcpy(static_cast<void *>(op), &kFreshOp, kOpResetBytes);
         return op;
     }
-    /** Back to the cache (bounded). Worker lock held. */
+    /** Back to the cache (bounded; its capacity is reserved at create, so
+     *  this never allocates, never throws). Worker lock held. */
     void free_op(Op *op) {
         if (free_ops_.size() < kMaxCachedOps) {
             free_ops_.push_back(op);

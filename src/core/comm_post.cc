@@ -184,6 +184,13 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             return st;
         }
     }
+    // An Op for every item in the cache before anything is posted: a batch
+    // too large for memory fails whole (P2P_ERR_NO_MEMORY from the throw),
+    // never after posting part of it.
+    if (free_ops_.size() < count) {
+        free_ops_.reserve(count);  // then push_back cannot throw: no leak
+        while (free_ops_.size() < count) free_ops_.push_back(new Op());
+    }
     for (size_t i = 0; i < count; ++i) {
         if (!items[i].mem->acquire()) {
             for (size_t j = 0; j < i; ++j) items[j].mem->release();
@@ -222,7 +229,7 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
 }
 
 bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
-    Op *op = alloc_op();
+    Op *op = alloc_op();  // from the cache post_locked filled: no throw
     fill_op(op, is_send, it);
     Peer &peer = peers_[it.peer];
     if (is_send && wants_single_copy(peer, it)) {

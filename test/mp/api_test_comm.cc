@@ -6,7 +6,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <fstream>
 #include <set>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <vector>
 
 using apitest::ApiFixture;
@@ -305,6 +308,89 @@ TEST_F(ApiFixture, PostErrorsQueueNothing) {
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(foreign));
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx2));
+}
+
+namespace {
+
+/** Bytes of address space this process maps now. */
+size_t mapped_bytes() {
+    std::ifstream f("/proc/self/statm");
+    size_t pages = 0;
+    f >> pages;
+    return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+/** The child of BatchTooLargeForMemoryPostsNothing: 0 when right. */
+int post_batch_beyond_memory() {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    p2p_mem_h mem = nullptr;
+    static uint8_t buf[4096];
+    if (p2p_context_create(nullptr, &ctx) != P2P_OK ||
+        p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs) != P2P_OK ||
+        p2p_comm_create(ctx, bs, &comm) != P2P_OK ||
+        p2p_mem_register(ctx, buf, sizeof(buf), &mem) != P2P_OK) {
+        return 2;
+    }
+    // The blocks' staging (~56 B each) fits; their operation records
+    // (~320 B each) do not.
+    const size_t n = size_t(1) << 21;
+    std::vector<p2p_block_t> blocks(n);
+    for (size_t i = 0; i < n; ++i) {
+        blocks[i] = {0, static_cast<uint32_t>(i), buf, 8, mem, nullptr};
+    }
+    struct rlimit old;
+    getrlimit(RLIMIT_AS, &old);
+    struct rlimit lim = old;
+    lim.rlim_cur = mapped_bytes() + (size_t(256) << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0) return 3;
+    size_t bad = 77;
+    p2p_status_t st = p2p_comm_recv_batch(comm, blocks.data(), n, &bad);
+    setrlimit(RLIMIT_AS, &old);
+    if (st != P2P_ERR_NO_MEMORY) {
+        std::fprintf(stderr, "batch beyond memory: %d (%s)\n", st, p2p_status_string(st));
+        return 4;
+    }
+    size_t pend = 99;
+    if (p2p_comm_pending(comm, P2P_QUEUE_RECV, &pend) != P2P_OK || pend != 0) {
+        std::fprintf(stderr, "batch beyond memory left %zu receives posted\n", pend);
+        return 5;
+    }
+    // Nothing half-done: a pair posted now completes.
+    p2p_completion_t c{};
+    size_t k = 0;
+    if (p2p_comm_recv(comm, 0, 5, buf, 8, mem, nullptr) != P2P_OK ||
+        p2p_comm_send(comm, 0, 5, buf + 8, 8, mem, nullptr) != P2P_OK ||
+        p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &k, 10000) != P2P_OK ||
+        c.status != P2P_OK) {
+        return 6;
+    }
+    p2p_comm_destroy(comm);
+    p2p_mem_deregister(mem);
+    p2p_bootstrap_destroy(bs);
+    p2p_context_destroy(ctx);
+    return 0;
+}
+
+} // namespace
+
+// A batch whose operation records do not fit in memory fails whole: no
+// block is posted (the status says nothing was queued).
+TEST(ApiComm, BatchTooLargeForMemoryPostsNothing) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "sanitizers reserve address space: RLIMIT_AS cannot bound it";
+#else
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        _exit(post_batch_beyond_memory());
+    }
+    int ws = 0;
+    ASSERT_EQ(pid, waitpid(pid, &ws, 0));
+    ASSERT_TRUE(WIFEXITED(ws)) << "status " << ws;
+    EXPECT_EQ(0, WEXITSTATUS(ws));
+#endif
 }
 
 TEST_F(ApiFixture, BatchArgumentErrors) {
