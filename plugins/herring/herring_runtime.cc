@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -179,6 +180,16 @@ void Runtime::initialize() {
             cfg.local_rank = binfo.local_rank;
             cfg.local_size = binfo.local_size;
         }
+        // The herring API is thread-safe (a thread may sit in a completion
+        // call while others post): P2P_THREAD_MODE=serialized, which
+        // allows one call at a time, cannot serve it.
+        const char *tm = std::getenv("P2P_THREAD_MODE");
+        if (tm != nullptr && std::strcmp(tm, "multi") != 0) {
+            log(P2P_LOG_INFO, "initialize: P2P_THREAD_MODE=%s ignored: the herring API "
+                "needs thread mode multi", tm);
+        }
+        cfg.field_mask |= P2P_CONFIG_FIELD_THREAD_MODE;
+        cfg.thread_mode = P2P_THREAD_MULTI;
         step = "creating the ucxp2p context";
         st = p2p_context_create(&cfg, &ctx);
     }

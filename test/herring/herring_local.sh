@@ -86,6 +86,20 @@ for delay in 0 30; do
     }
 done
 echo "PASS: Shutdown while another thread waits in herringP2PReadCompletion"
+# Threads in both completion calls while another posts, also when the
+# environment asks ucxp2p for P2P_THREAD_MODE=serialized (one call at a
+# time): the shim keeps the core in thread mode multi.
+for tm in multi serialized; do
+    LD_PRELOAD=$preload P2P_HERRING_SYSFS_ROOT=$tmp/ib P2P_THREAD_MODE=$tm \
+        timeout -k 5 60 "$app" threads 5000 >"$out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q '^herring_app OK rank 0' "$out" || {
+        echo "FAIL: threaded completion calls, P2P_THREAD_MODE=$tm (rc $rc):"
+        tail -20 "$out"
+        exit 1
+    }
+done
+echo "PASS: completion threads beside a posting thread (P2P_THREAD_MODE multi and serialized)"
 # torchrun-style job without any local-rank variable: the tcp bootstrap
 # computes local ranks from host names, and the shim hands them to the core's
 # rail plan in p2p_config_t (the core cannot see them in the environment).
