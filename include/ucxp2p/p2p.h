@@ -186,7 +186,9 @@ p2p_status_t p2p_config_print(FILE *stream);
  * one worker and its progress thread.
  * config may be NULL (everything from the environment).
  * Errors: P2P_ERR_INVALID_PARAM (context_p NULL, bad field value, bad P2P_*
- * variable), P2P_ERR_TRANSPORT (UCX could not start), P2P_ERR_NO_MEMORY.
+ * variable), P2P_ERR_NO_DEVICE (no usable transport or device: e.g. UCX_TLS
+ * names none this machine has), P2P_ERR_TRANSPORT (UCX could not start),
+ * P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_context_create(const p2p_config_t *config,
                                 p2p_context_h *context_p);
@@ -308,7 +310,9 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * any address inside mem). user_context comes back in the completion.
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
  * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
- * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead).
+ * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead),
+ * P2P_ERR_TRANSPORT (the endpoint to peer could not be created),
+ * P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
                            const void *buffer, size_t length, p2p_mem_h mem,
@@ -340,7 +344,8 @@ typedef struct {
  * its index. Otherwise each block produces its own completion entry.
  * An error that concerns no block (the communicator's handle, blocks NULL,
  * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched.
- * Errors: as p2p_comm_send, plus P2P_ERR_INVALID_PARAM (blocks NULL with
+ * Errors: as p2p_comm_send (P2P_ERR_NO_MEMORY: the batch does not fit in
+ * memory; nothing was posted), plus P2P_ERR_INVALID_PARAM (blocks NULL with
  * count > 0).
  */
 p2p_status_t p2p_comm_send_batch(p2p_comm_h comm, const p2p_block_t *blocks,
@@ -377,7 +382,8 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
 /**
  * As p2p_comm_poll, but block until at least one entry is available or
  * timeout_ms passes (-1: forever, 0: do not block).
- * Errors: as p2p_comm_poll, plus P2P_ERR_TIMEOUT (nothing arrived in time;
+ * Errors: as p2p_comm_poll (P2P_ERR_INVALID_PARAM also for a timeout_ms
+ * below -1), plus P2P_ERR_TIMEOUT (nothing arrived in time;
  * *count_p is 0) and P2P_ERR_SHUTDOWN (the communicator was shut down or
  * destroyed -- also while this call waited -- and every entry has been
  * popped: nothing can arrive any more; *count_p is 0).

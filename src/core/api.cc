@@ -536,6 +536,7 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
         if (!valid_queue(queue) || entries == nullptr || count_p == nullptr || max == 0) {
             return P2P_ERR_INVALID_PARAM;
         }
+        if (timeout_ms < -1) return P2P_ERR_INVALID_PARAM;  // -1 is forever
         CompletionQueue &q = c->comm->queue(queue);
         int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + timeout_ms * 1000000LL;
         Progress &pr = c->comm->context().progress();

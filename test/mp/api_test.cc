@@ -117,7 +117,16 @@ TEST(ApiContext, BadConfigFieldValues) {
     thr.thread_mode = static_cast<p2p_thread_mode_t>(2);
     thr_neg.field_mask = P2P_CONFIG_FIELD_THREAD_MODE;
     thr_neg.thread_mode = static_cast<p2p_thread_mode_t>(-1);
+    p2p_config_t timeout_low{}, timeout_high{}, spin_high{};
+    timeout_low.field_mask = timeout_high.field_mask = P2P_CONFIG_FIELD_PEER_TIMEOUT_MS;
+    timeout_low.peer_timeout_ms = 5;
+    timeout_high.peer_timeout_ms = 0xffffffffu;
+    spin_high.field_mask = P2P_CONFIG_FIELD_SPIN_US;
+    spin_high.spin_us = 0xffffffffu;
     for (const BadConfig &b : {BadConfig{"local rank 2 of 2", lr_past},
+                               BadConfig{"peer_timeout_ms 5", timeout_low},
+                               BadConfig{"peer_timeout_ms 2^32-1", timeout_high},
+                               BadConfig{"spin_us 2^32-1", spin_high},
                                BadConfig{"thread_mode 2", thr},
                                BadConfig{"thread_mode -1", thr_neg},
                                BadConfig{"local size 0", lr_zero},
@@ -140,7 +149,10 @@ TEST(ApiContext, BadEnvironmentValues) {
         {"P2P_SPIN_US", "12x"},     {"P2P_SPIN_US", "99999999999999999999"},
         {"P2P_PEER_TIMEOUT_MS", "soon"}, {"P2P_LOG_LEVEL", "loud"},
         {"P2P_THREAD_MODE", "single"}, {"P2P_THREAD_MODE", "serial"},
-        {"P2P_LOCK_BIAS", "yes"},     {"P2P_LOCK_BIAS", ""}};
+        {"P2P_LOCK_BIAS", "yes"},     {"P2P_LOCK_BIAS", ""},
+        {"P2P_PEER_TIMEOUT_MS", "5"}, {"P2P_PEER_TIMEOUT_MS", "99999999999"},
+        {"P2P_SPIN_BUSY_US", "x"},    {"P2P_SPIN_BUSY_US", "99999999999999"},
+        {"P2P_SPIN_US", "99999999999"}};
     for (const auto &kv : bad) {
         EnvGuard g(kv.first, kv.second);
         p2p_context_h ctx = nullptr;
@@ -151,6 +163,16 @@ TEST(ApiContext, BadEnvironmentValues) {
             p2p_context_destroy(ctx);
         }
     }
+}
+
+// A transport list naming nothing this machine has: a distinct status, so
+// a caller can tell a misconfiguration from a failure of UCX itself.
+TEST(ApiContext, NoUsableTransportIsNoDevice) {
+    EnvGuard g("UCX_TLS", "no_such_transport");
+    p2p_context_h ctx = nullptr;
+    p2p_status_t st = p2p_context_create(nullptr, &ctx);
+    EXPECT_EQ(P2P_ERR_NO_DEVICE, st) << p2p_status_string(st);
+    if (st == P2P_OK) p2p_context_destroy(ctx);
 }
 
 TEST(ApiContext, GoodEnvironmentValues) {

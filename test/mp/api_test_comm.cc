@@ -5,6 +5,7 @@
 #include "api_util.h"
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 #include <fstream>
 #include <set>
@@ -457,6 +458,10 @@ TEST_F(ApiFixture, QueueArgumentErrors) {
         EXPECT_EQ(P2P_ERR_INVALID_PARAM,
                   p2p_comm_wait(comm_, q, e, 2, nullptr, 10));
         EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 0, &n, 10));
+        bounded("p2p_comm_wait with timeout_ms below -1", 10, [&] {
+            EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 2, &n, -2));
+            EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_wait(comm_, q, e, 2, &n, INT_MIN));
+        });
         EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_pending(comm_, q, nullptr));
         EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_poll(nullptr, q, e, 2, &n));
         EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_wait(nullptr, q, e, 2, &n, 10));
