@@ -176,7 +176,9 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
 
     c.token = tcp_env_value("P2P_JOB_TOKEN", "TORCHELASTIC_RUN_ID", &from);
     if (c.token.empty()) {
-        c.token = "ucxp2p:" + c.master_string() + ":" + std::to_string(c.size);
+        // Without the world size or the address, as spelled by each rank:
+        // a rank that disagrees on those gets told so, not "token mismatch".
+        c.token = "ucxp2p:port:" + std::to_string(c.port);
     }
     if (c.token.size() > tcp::kMaxToken) {
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s is longer than %zu bytes",

@@ -26,19 +26,7 @@ constexpr uint64_t kWaitMs = 20000;  // harness bound per test
 
 std::string g_token_base = "wireup-test-" + std::to_string(getpid());
 
-/** Environment of rank r of an n-rank job on a fixed port. */
-wtest::Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
-                   const std::string &token) {
-    wtest::Env e = {{"RANK", std::to_string(r)},
-                    {"WORLD_SIZE", std::to_string(n)},
-                    {"MASTER_ADDR", "127.0.0.1"},
-                    {"P2P_BOOTSTRAP_TIMEOUT_MS", timeout_ms},
-                    {"P2P_JOB_TOKEN", token}};
-    if (port != 0) {
-        e.push_back({"MASTER_PORT", std::to_string(port)});
-    }
-    return e;
-}
+using wtest::job_env;
 
 std::vector<uint8_t> blob_of(uint32_t r, size_t len) {
     std::vector<uint8_t> b(len);

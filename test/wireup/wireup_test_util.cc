@@ -1,5 +1,6 @@
 #include "wireup_test_util.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -85,12 +86,88 @@ uint64_t now_ms() {
             .count());
 }
 
-int spawn(const Env &env, const std::function<int()> &body) {
+Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
+            const std::string &token) {
+    Env e = {{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(n)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"P2P_BOOTSTRAP_TIMEOUT_MS", timeout_ms}};
+    if (!token.empty()) {
+        e.push_back({"P2P_JOB_TOKEN", token});
+    }
+    if (port != 0) {
+        e.push_back({"MASTER_PORT", std::to_string(port)});
+    }
+    return e;
+}
+
+TempPath::TempPath() {
+    char name[] = "/tmp/wireup_test.XXXXXX";
+    int fd = ::mkstemp(name);
+    if (fd >= 0) {
+        ::close(fd);
+        path_ = name;
+    }
+}
+
+TempPath::~TempPath() {
+    if (!path_.empty()) {
+        ::unlink(path_.c_str());
+    }
+}
+
+std::string TempPath::read() const {
+    std::string out;
+    FILE *f = std::fopen(path_.c_str(), "re");
+    if (f == nullptr) {
+        return out;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+        out.append(buf, n);
+    }
+    std::fclose(f);
+    return out;
+}
+
+StderrCapture::StderrCapture() {
+    std::fflush(stderr);
+    int fd = ::open(file_.path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd >= 0) {
+        saved_ = ::dup(2);
+        ::dup2(fd, 2);
+        ::close(fd);
+    }
+}
+
+StderrCapture::~StderrCapture() { (void)text(); }
+
+std::string StderrCapture::text() {
+    if (saved_ >= 0) {
+        std::fflush(stderr);
+        ::dup2(saved_, 2);
+        ::close(saved_);
+        saved_ = -1;
+    }
+    return file_.read();
+}
+
+int spawn(const Env &env, const std::function<int()> &body,
+          const std::string &stderr_path) {
     std::fflush(stdout);
     std::fflush(stderr);
     pid_t pid = ::fork();
     if (pid != 0) {
         return pid;  // parent (or -1)
+    }
+    if (!stderr_path.empty()) {
+        int fd = ::open(stderr_path.c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ::dup2(fd, 2);
+            ::close(fd);
+        }
     }
     for (const auto &e : env) {
         ::setenv(e.first.c_str(), e.second.c_str(), 1);

@@ -44,8 +44,45 @@ constexpr int kSignaled = 201;
 
 inline int code(p2p_status_t st) { return -static_cast<int>(st); }
 
-/** fork(); the child sets env, runs body and _exit()s with its result. */
-int spawn(const Env &env, const std::function<int()> &body);
+/** Environment of rank r of an n-rank job on 127.0.0.1: MASTER_PORT unless
+ *  port is 0 (scan P2P_PORT_RANGE), P2P_JOB_TOKEN unless token is empty. */
+Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
+            const std::string &token);
+
+/** fork(); the child sets env, runs body and _exit()s with its result. Its
+ *  stderr goes to stderr_path when that is not empty. */
+int spawn(const Env &env, const std::function<int()> &body,
+          const std::string &stderr_path = std::string());
+
+/** A fresh temporary file name (removed by the destructor). */
+class TempPath {
+public:
+    TempPath();
+    ~TempPath();
+    TempPath(const TempPath &) = delete;
+    TempPath &operator=(const TempPath &) = delete;
+    const std::string &path() const { return path_; }
+    /** The file's contents ("" when missing). */
+    std::string read() const;
+
+private:
+    std::string path_;
+};
+
+/** Sends this process's stderr to a file until text() is called. */
+class StderrCapture {
+public:
+    StderrCapture();
+    ~StderrCapture();
+    StderrCapture(const StderrCapture &) = delete;
+    StderrCapture &operator=(const StderrCapture &) = delete;
+    /** Restore stderr; what was written meanwhile. */
+    std::string text();
+
+private:
+    TempPath file_;
+    int saved_ = -1;
+};
 
 /** Wait for every child until deadline_ms; kill the rest. Exit codes in
  *  the order of pids. */
