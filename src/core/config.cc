@@ -47,7 +47,9 @@ const ConfigVar kTable[] = {
     {"P2P_MASTER_PORT", "",
      "Port of rank 0's rendezvous server; falls back to MASTER_PORT. When "
      "neither is set, rank 0 binds the first free port of P2P_PORT_RANGE and "
-     "the others scan that range (the job token identifies the right one)."},
+     "the others scan that range; a job of more than one rank must then set "
+     "P2P_JOB_TOKEN (or TORCHELASTIC_RUN_ID) to a value unique to the job, "
+     "which is how a rank tells its rank 0 from another job's."},
     {"P2P_PORT_RANGE", "56800-56900",
      "Ports scanned when no master port is given (as seed 004's "
      "P2P_PORT_RANGE)."},
@@ -67,8 +69,9 @@ const ConfigVar kTable[] = {
     {"P2P_JOB_TOKEN", "",
      "Secret shared by the ranks of one job; connections presenting another "
      "token are rejected. p2prun sets a random one; falls back to "
-     "TORCHELASTIC_RUN_ID, else a value derived from the master address, "
-     "port and world size."},
+     "TORCHELASTIC_RUN_ID. Required when ranks scan P2P_PORT_RANGE (no "
+     "master port) and there is more than one; with a master port it "
+     "defaults to a value derived from the port."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries) and for each "
      "collective of the bootstrap."},

@@ -175,6 +175,16 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     }
 
     c.token = tcp_env_value("P2P_JOB_TOKEN", "TORCHELASTIC_RUN_ID", &from);
+    if (c.token.empty() && !c.has_port && c.size > 1) {
+        // Scanning, rank 0 of another job in the same range looks just like
+        // ours: only a token of the job tells them apart.
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: no master port (MASTER_PORT or "
+                "P2P_MASTER_PORT) and no job token (P2P_JOB_TOKEN or "
+                "TORCHELASTIC_RUN_ID): ranks scanning P2P_PORT_RANGE could join "
+                "another job on the same host; set a token unique to the job, "
+                "or a master port");
+        return P2P_ERR_INVALID_PARAM;
+    }
     if (c.token.empty()) {
         // Without the world size or the address, as spelled by each rank:
         // a rank that disagrees on those gets told so, not "token mismatch".

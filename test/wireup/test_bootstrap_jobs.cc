@@ -1,11 +1,15 @@
 /*
  * Multi-process tests of what keeps TCP jobs apart and what they are told
- * when they do not fit: a rank that disagrees with rank 0 learns why.
+ * when they do not fit: ranks scanning a port range need a job token, two
+ * jobs scanning one range on one host never mix, and a rank that disagrees
+ * with rank 0 learns why.
  */
 #include "wireup/bootstrap.h"
 #include "wireup_test_util.h"
 
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <string>
 
@@ -16,6 +20,8 @@ using wtest::job_env;
 namespace {
 
 constexpr uint64_t kWaitMs = 20000;  // harness bound per test
+
+void set(const char *k, const std::string &v) { ::setenv(k, v.c_str(), 1); }
 
 class BootstrapJobs : public ::testing::Test {
 protected:
@@ -40,6 +46,57 @@ int tagged_job(const std::string &job) {
         CHILD_CHECK(std::string(all[r].begin(), all[r].end()) == want);
     }
     return code(b->barrier());
+}
+
+TEST_F(BootstrapJobs, ScanningWithoutTokenIsRefused) {
+    set("P2P_PORT_RANGE", "56800-56810");
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "3000");
+    for (const char *rank : {"0", "1"}) {
+        set("RANK", rank);
+        set("WORLD_SIZE", "2");
+        std::unique_ptr<Bootstrap> b;
+        wtest::StderrCapture cap;
+        uint64_t t0 = wtest::now_ms();
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b))
+            << "rank " << rank;
+        EXPECT_LT(wtest::now_ms() - t0, 500u) << "not refused upfront";
+        std::string log = cap.text();
+        EXPECT_NE(std::string::npos, log.find("P2P_JOB_TOKEN")) << log;
+        EXPECT_NE(std::string::npos, log.find("TORCHELASTIC_RUN_ID")) << log;
+        EXPECT_NE(std::string::npos, log.find("MASTER_PORT")) << log;
+    }
+    // One rank needs no port, hence no token.
+    set("RANK", "0");
+    set("WORLD_SIZE", "1");
+    std::unique_ptr<Bootstrap> b;
+    EXPECT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+}
+
+TEST_F(BootstrapJobs, ConcurrentScansOnOneRangeDoNotMix) {
+    // Two 3-rank jobs, same host, same range, same world size, each with
+    // its token (required: see above; the derived one, from the address
+    // and the size, let each rank 0 admit the other job's ranks).
+    const uint32_t n = 3;
+    uint16_t base = wtest::free_port_block(4);
+    ASSERT_NE(0, base);
+    std::string range = std::to_string(base) + "-" + std::to_string(base + 3);
+    const std::string jobs[] = {"job-a-" + std::to_string(getpid()),
+                                "job-b-" + std::to_string(getpid())};
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < n; ++r) {
+        for (const std::string &job : jobs) {
+            wtest::Env e = job_env(r, n, 0, "15000", "");
+            e.push_back({"P2P_PORT_RANGE", range});
+            // Job b gives its token as torchrun does.
+            e.push_back({job == jobs[0] ? "P2P_JOB_TOKEN" : "TORCHELASTIC_RUN_ID",
+                         job});
+            pids.push_back(wtest::spawn(e, [job] { return tagged_job(job); }));
+        }
+    }
+    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    for (size_t i = 0; i < pids.size(); ++i) {
+        EXPECT_EQ(0, codes[i]) << jobs[i % 2] << " rank " << i / 2;
+    }
 }
 
 TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
