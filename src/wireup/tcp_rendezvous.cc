@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <dirent.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <thread>
 
@@ -20,6 +22,9 @@ constexpr size_t kMaxPending = 256;
 constexpr uint64_t kAbortSendMs = 500;
 constexpr uint64_t kConnectTryMs = 1000;
 constexpr uint64_t kMaxBackoffMs = 500;
+/** Descriptors rank 0 wants beyond its open ones and one per rank: the
+ *  listener, connections not yet admitted, the library's own needs. */
+constexpr uint64_t kFdMargin = 64;
 
 /** A connection whose hello has not fully arrived yet. */
 struct Pending {
@@ -182,6 +187,77 @@ void abort_joined(TcpRendezvous *rv, p2p_status_t st, const std::string &why) {
     }
 }
 
+/** Descriptors this process has open (0 when /proc is not there). */
+uint64_t open_fd_count() {
+    DIR *d = ::opendir("/proc/self/fd");
+    if (d == nullptr) {
+        return 0;
+    }
+    uint64_t n = 0;
+    while (const dirent *e = ::readdir(d)) {
+        n += e->d_name[0] != '.' ? 1 : 0;
+    }
+    ::closedir(d);
+    return n > 0 ? n - 1 : 0;  // not the directory's own
+}
+
+/** Rank 0 keeps a socket per rank: raise the soft RLIMIT_NOFILE toward the
+ *  hard one when it may be too low for the job (warn when even that is). */
+void raise_fd_limit(uint32_t size) {
+    rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return;
+    }
+    const rlim_t need = open_fd_count() + size + kFdMargin;
+    if (rl.rlim_cur >= need) {
+        return;
+    }
+    const rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+                      ? need : rl.rlim_max;
+    if (rl.rlim_cur > old && ::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        P2P_LOG(P2P_LOG_INFO, "tcp bootstrap: rank 0 raised its open file "
+                "limit (RLIMIT_NOFILE) from %llu to %llu for %u ranks",
+                static_cast<unsigned long long>(old),
+                static_cast<unsigned long long>(rl.rlim_cur), size);
+    } else {
+        rl.rlim_cur = old;
+    }
+    if (rl.rlim_cur < need) {
+        P2P_LOG(P2P_LOG_WARN, "tcp bootstrap: rank 0 may need %llu file "
+                "descriptors for %u ranks, above its open file limit "
+                "(RLIMIT_NOFILE %llu, hard %llu): raise it (ulimit -n)",
+                static_cast<unsigned long long>(need), size,
+                static_cast<unsigned long long>(rl.rlim_cur),
+                static_cast<unsigned long long>(rl.rlim_max));
+    }
+}
+
+/** Why accept() failed with an error that does not go away by itself (the
+ *  listener stays readable: retrying would spin), or "" for one that only
+ *  concerned the connection it took (man accept: treat as EAGAIN). */
+std::string accept_fatal(int err) {
+    switch (err) {
+    case ECONNABORTED: case EPROTO: case EPERM: case ENETDOWN:
+    case ENOPROTOOPT: case EHOSTDOWN: case ENONET: case EHOSTUNREACH:
+    case EOPNOTSUPP: case ENETUNREACH:
+        return std::string();
+    case EMFILE: {
+        rlimit rl = {0, 0};
+        (void)::getrlimit(RLIMIT_NOFILE, &rl);
+        return "out of file descriptors (RLIMIT_NOFILE " +
+               std::to_string(rl.rlim_cur) + ", hard " +
+               std::to_string(rl.rlim_max) +
+               "): raise the open file limit (ulimit -n) above WORLD_SIZE + " +
+               std::to_string(kFdMargin);
+    }
+    case ENFILE:
+        return "the system-wide limit of open files is reached (fs.file-max)";
+    default:
+        return errno_string(err);
+    }
+}
+
 } // namespace
 
 std::string tcp_rank_list(const std::vector<uint32_t> &ranks) {
@@ -203,6 +279,7 @@ p2p_status_t tcp_rendezvous_root(const TcpConfig &cfg, TcpRendezvous *out) {
         out->hosts.assign(1, cfg.host);
         return st;
     }
+    raise_fd_limit(cfg.size);
     Fd lfd;
     uint16_t port = 0;
     p2p_status_t st = root_listen(cfg, &lfd, &port);
@@ -289,9 +366,22 @@ p2p_status_t tcp_rendezvous_root(const TcpConfig &cfg, TcpRendezvous *out) {
                     break;
                 }
                 if (rc != 0) {
-                    P2P_LOG(P2P_LOG_WARN, "tcp bootstrap: rank 0: accept: %s",
-                            errno_string(rc).c_str());
-                    break;
+                    std::string fatal = accept_fatal(rc);
+                    if (fatal.empty()) {
+                        P2P_LOG(P2P_LOG_DEBUG, "tcp bootstrap: rank 0: accept: "
+                                "%s", errno_string(rc).c_str());
+                        continue;  // that connection is gone; the next one
+                    }
+                    std::string why = "rank 0 cannot accept connections (" +
+                                      std::to_string(adm.joined) + " of " +
+                                      std::to_string(cfg.size) +
+                                      " ranks joined): " + fatal;
+                    P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s", why.c_str());
+                    for (Pending &w : pending) {
+                        abort_send(w.fd.get(), P2P_ERR_BOOTSTRAP, why, kAbortSendMs);
+                    }
+                    abort_joined(out, P2P_ERR_BOOTSTRAP, why);
+                    return P2P_ERR_BOOTSTRAP;
                 }
                 if (pending.size() >= kMaxPending) {
                     P2P_LOG(P2P_LOG_WARN, "tcp bootstrap: rank 0 refused %s: %zu "

@@ -1,15 +1,19 @@
 /*
  * Multi-process tests of what keeps TCP jobs apart and what they are told
  * when they do not fit: ranks scanning a port range need a job token, two
- * jobs scanning one range on one host never mix, and a rank that disagrees
- * with rank 0 learns why.
+ * jobs scanning one range on one host never mix, a rank that disagrees
+ * with rank 0 learns why, and rank 0 copes with a low open file limit.
  */
 #include "wireup/bootstrap.h"
 #include "wireup_test_util.h"
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <string>
 
@@ -27,6 +31,14 @@ class BootstrapJobs : public ::testing::Test {
 protected:
     wtest::EnvGuard guard_;
 };
+
+/** Wait for the ranks (pids in rank order); each must have succeeded. */
+void expect_all_ok(const std::vector<int> &pids, const char *what) {
+    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    for (size_t i = 0; i < codes.size(); ++i) {
+        EXPECT_EQ(0, codes[i]) << what << ": process " << i;
+    }
+}
 
 /** Create, allgather "job:rank", check every blob names our job. */
 int tagged_job(const std::string &job) {
@@ -93,10 +105,7 @@ TEST_F(BootstrapJobs, ConcurrentScansOnOneRangeDoNotMix) {
             pids.push_back(wtest::spawn(e, [job] { return tagged_job(job); }));
         }
     }
-    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
-    for (size_t i = 0; i < pids.size(); ++i) {
-        EXPECT_EQ(0, codes[i]) << jobs[i % 2] << " rank " << i / 2;
-    }
+    expect_all_ok(pids, "jobs a and b, interleaved by rank");
 }
 
 TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
@@ -125,10 +134,74 @@ TEST_F(BootstrapJobs, MasterAddrSpellingDoesNotMatter) {
         e[2].second = r == 1 ? "localhost" : "127.0.0.1";  // MASTER_ADDR
         pids.push_back(wtest::spawn(e, [] { return tagged_job("y"); }));
     }
-    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
-    for (uint32_t r = 0; r < 3; ++r) {
-        EXPECT_EQ(0, codes[r]) << "rank " << r;
+    expect_all_ok(pids, "rank 1 says localhost");
+}
+
+/** Rank 0 of an n-rank job whose open file limit leaves about `room` free
+ *  descriptors (new ones take the lowest free numbers, which must be below
+ *  the limit); hard_too: the hard limit is lowered as well. */
+int rank0_with_few_fds(int room, bool hard_too, uint32_t n) {
+    int open = -1;  // not the directory's own
+    if (DIR *d = ::opendir("/proc/self/fd")) {
+        while (const dirent *e = ::readdir(d)) {
+            open += e->d_name[0] != '.' ? 1 : 0;
+        }
+        ::closedir(d);
     }
+    rlimit rl;
+    CHILD_CHECK(open >= 3 && ::getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    rl.rlim_cur = static_cast<rlim_t>(open + room);
+    if (hard_too) {
+        rl.rlim_max = rl.rlim_cur;
+    } else {  // room to raise it to
+        CHILD_CHECK(rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= rl.rlim_cur + n);
+    }
+    CHILD_CHECK(::setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    return tagged_job("fd");
+}
+
+TEST_F(BootstrapJobs, RankZeroRaisesItsSoftFdLimit) {
+    const uint32_t n = 16;
+    uint16_t port = wtest::free_port_block(1);
+    std::vector<int> pids;
+    pids.push_back(wtest::spawn(job_env(0, n, port, "15000", ""),
+                                [] { return rank0_with_few_fds(4, false, n); }));
+    for (uint32_t r = 1; r < n; ++r) {
+        pids.push_back(wtest::spawn(job_env(r, n, port, "15000", ""),
+                                    [] { return tagged_job("fd"); }));
+    }
+    expect_all_ok(pids, "rank 0 with a low soft limit");
+}
+
+TEST_F(BootstrapJobs, RankZeroOutOfFdsFailsAtOnceAndSaysWhy) {
+    // Used to spin on the readable listener at 100% CPU, logging each
+    // failed accept, until the deadline blamed the ranks.
+    const uint32_t n = 12;
+    uint16_t port = wtest::free_port_block(1);
+    wtest::TempPath log0;
+    std::vector<int> pids;
+    uint64_t t0 = wtest::now_ms();
+    pids.push_back(wtest::spawn(job_env(0, n, port, "15000", ""), [] {
+        uint64_t t = wtest::now_ms();
+        int rc = rank0_with_few_fds(4, true, n);
+        return wtest::now_ms() - t < 5000 ? rc : wtest::kTooSlow;
+    }, log0.path()));
+    for (uint32_t r = 1; r < n; ++r) {
+        pids.push_back(wtest::spawn(job_env(r, n, port, "3000", ""),
+                                    [] { return tagged_job("fd"); }));
+    }
+    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    EXPECT_EQ(code(P2P_ERR_BOOTSTRAP), codes[0]);
+    for (uint32_t r = 1; r < n; ++r) {
+        EXPECT_TRUE(codes[r] == code(P2P_ERR_BOOTSTRAP) ||
+                    codes[r] == code(P2P_ERR_TIMEOUT))
+            << "rank " << r << ": " << codes[r];
+    }
+    EXPECT_LT(wtest::now_ms() - t0, 10000u);
+    std::string log = log0.read();
+    EXPECT_NE(std::string::npos, log.find("RLIMIT_NOFILE")) << log;
+    EXPECT_NE(std::string::npos, log.find("out of file descriptors")) << log;
+    EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 10) << log;
 }
 
 } // namespace
