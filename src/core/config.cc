@@ -74,7 +74,8 @@ const ConfigVar kTable[] = {
      "defaults to a value derived from the port."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries) and for each "
-     "collective of the bootstrap."},
+     "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "
+     "seconds)."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective."},
     {"P2P_PMIX_MODEX", "collect",

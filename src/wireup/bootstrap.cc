@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "wireup/pmix_bootstrap.h"
+#include "wireup/tcp_env.h"
 
 #include <cstring>
 #include <exception>
@@ -17,17 +18,36 @@ namespace ucxp2p {
 
 namespace {
 
+bool env_set(const char *p2p_name, const char *fallback) {
+    const char *from = nullptr;
+    return !tcp_env_value(p2p_name, fallback, &from).empty();
+}
+
+/** P2P_BOOTSTRAP=auto: a PMIx launcher (srun --mpi=pmix, mpirun) first,
+ *  then the torchrun-style environment, else a single process. */
+p2p_status_t pick_auto(p2p_bootstrap_type_t *type) {
+    const bool rank = env_set("P2P_RANK", "RANK");
+    const bool size = env_set("P2P_WORLD_SIZE", "WORLD_SIZE");
+    if (rank != size) {
+        // Half a torchrun environment is a mistake, not a one-rank job.
+        P2P_LOG(P2P_LOG_ERROR, "bootstrap: %s is set but %s is not: set "
+                "both for the tcp/env bootstrap, or neither",
+                rank ? "RANK (or P2P_RANK)" : "WORLD_SIZE (or P2P_WORLD_SIZE)",
+                rank ? "WORLD_SIZE (or P2P_WORLD_SIZE)" : "RANK (or P2P_RANK)");
+        return P2P_ERR_INVALID_PARAM;
+    }
+    if (pmix_bootstrap_launched()) {
+        *type = P2P_BOOTSTRAP_PMIX;
+    } else {
+        *type = rank ? P2P_BOOTSTRAP_TCP : P2P_BOOTSTRAP_SINGLE;
+    }
+    return P2P_OK;
+}
+
 p2p_status_t resolve_auto(p2p_bootstrap_type_t *type) {
     std::string v = config_get("P2P_BOOTSTRAP");
     if (v.empty() || strcasecmp(v.c_str(), "auto") == 0) {
-        // A PMIx launcher (srun --mpi=pmix, mpirun) first, then the
-        // torchrun-style environment, else a single process.
-        if (pmix_bootstrap_launched()) {
-            *type = P2P_BOOTSTRAP_PMIX;
-        } else {
-            *type = tcp_bootstrap_env_present() ? P2P_BOOTSTRAP_TCP
-                                                : P2P_BOOTSTRAP_SINGLE;
-        }
+        return pick_auto(type);
     } else if (strcasecmp(v.c_str(), "tcp") == 0) {
         *type = P2P_BOOTSTRAP_TCP;
     } else if (strcasecmp(v.c_str(), "single") == 0) {
@@ -76,6 +96,19 @@ p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
 }
 
 } // namespace
+
+p2p_status_t bootstrap_timeout_ms(uint64_t *out) {
+    const uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
+    p2p_status_t st = config_get_u64("P2P_BOOTSTRAP_TIMEOUT_MS", kMaxTimeoutMs,
+                                     out);
+    if (st == P2P_OK && *out == 0) {
+        // PMIx would take 0 as "never", tcp as "already late".
+        P2P_LOG(P2P_LOG_ERROR, "bootstrap: P2P_BOOTSTRAP_TIMEOUT_MS must be at "
+                               "least 1");
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return st;
+}
 
 p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out) {
     if (out == nullptr) {

@@ -49,6 +49,10 @@ public:
  */
 p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out);
 
+/** P2P_BOOTSTRAP_TIMEOUT_MS, read the same way by every bootstrap:
+ *  P2P_ERR_INVALID_PARAM (logged) when malformed, 0 or above a day. */
+p2p_status_t bootstrap_timeout_ms(uint64_t *out);
+
 /** Implementations (one file each). */
 p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out);
 std::unique_ptr<Bootstrap> single_bootstrap_create();

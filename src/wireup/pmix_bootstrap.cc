@@ -361,8 +361,7 @@ p2p_status_t pmix_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
         return st;
     }
     uint64_t timeout_ms = 0;
-    st = config_get_u64("P2P_BOOTSTRAP_TIMEOUT_MS", 24ull * 3600 * 1000,
-                        &timeout_ms);
+    st = bootstrap_timeout_ms(&timeout_ms);
     if (st != P2P_OK) {
         return st;
     }
@@ -371,11 +370,9 @@ p2p_status_t pmix_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
     if (st != P2P_OK) {
         return st;
     }
-    // PMIx timeouts are whole seconds and 0 means "never": round up.
+    // PMIx timeouts are whole seconds and 0 means "never": round up (the
+    // timeout is at least 1 ms).
     int timeout_s = static_cast<int>((timeout_ms + 999) / 1000);
-    if (timeout_s < 1) {
-        timeout_s = 1;
-    }
 
     Clock::time_point t0 = Clock::now();
     std::unique_ptr<PmixClient> client;

@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "wireup/bootstrap.h"
 #include "wireup/tcp_proto.h"
 #include "wireup/tcp_socket.h"
 
@@ -15,7 +16,6 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint64_t kMaxRanks = 1u << 18;  // tag layout: 18 rank bits
-constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 constexpr uint64_t kMaxMsgLimit = 1ull << 32;
 
 bool parse_u64(const std::string &s, uint64_t max, uint64_t *out) {
@@ -160,14 +160,8 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     }
     c.ifname = config_get("P2P_IFNAME");
 
-    if ((st = config_get_u64("P2P_BOOTSTRAP_TIMEOUT_MS", kMaxTimeoutMs,
-                             &c.timeout_ms)) != P2P_OK) {
+    if ((st = bootstrap_timeout_ms(&c.timeout_ms)) != P2P_OK) {
         return st;
-    }
-    if (c.timeout_ms == 0) {
-        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: P2P_BOOTSTRAP_TIMEOUT_MS must "
-                               "be at least 1");
-        return P2P_ERR_INVALID_PARAM;
     }
     if ((st = config_get_u64("P2P_BOOTSTRAP_MAX_MSG", kMaxMsgLimit,
                              &c.max_msg)) != P2P_OK) {

@@ -2,6 +2,7 @@
  * In-process tests: bootstrap selection, the single bootstrap, malformed
  * environment values, a one-rank TCP job, and the wire format.
  */
+#include "ucxp2p_config.h"
 #include "wireup/bootstrap.h"
 #include "wireup/tcp_proto.h"
 #include "wireup_test_util.h"
@@ -43,14 +44,47 @@ TEST_F(BootstrapEnv, AutoWithoutVariablesIsSingle) {
     EXPECT_EQ(P2P_OK, b->barrier());
 }
 
-TEST_F(BootstrapEnv, RankWithoutWorldSizeIsNotTcp) {
+TEST_F(BootstrapEnv, HalfSetEnvironmentIsAnError) {
+    // Used to run as a single process, silently.
+    const char *const cases[][3] = {{"RANK", "0", "WORLD_SIZE (or P2P_WORLD_SIZE) is not"},
+                                    {"P2P_RANK", "1", "WORLD_SIZE (or P2P_WORLD_SIZE) is not"},
+                                    {"WORLD_SIZE", "2", "RANK (or P2P_RANK) is not"},
+                                    {"P2P_WORLD_SIZE", "4", "RANK (or P2P_RANK) is not"}};
+    for (const auto &c : cases) {
+        wtest::EnvGuard inner;
+        set(c[0], c[1]);
+        EXPECT_FALSE(tcp_bootstrap_env_present());
+        std::unique_ptr<Bootstrap> b;
+        wtest::StderrCapture cap;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b))
+            << c[0];
+        EXPECT_EQ(nullptr, b);
+        std::string log = cap.text();
+        EXPECT_NE(std::string::npos, log.find(c[2])) << c[0] << ": " << log;
+        // Asked for explicitly, TCP names the missing variable too.
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+        // ... and an explicit single bootstrap ignores them.
+        set("P2P_BOOTSTRAP", "single");
+        EXPECT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    }
+}
+
+TEST_F(BootstrapEnv, ZeroTimeoutIsInvalidForEveryBootstrap) {
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "0");
+    uint64_t ms = 7;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_timeout_ms(&ms));
     set("RANK", "0");
-    EXPECT_FALSE(tcp_bootstrap_env_present());
+    set("WORLD_SIZE", "1");
     std::unique_ptr<Bootstrap> b;
-    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
-    EXPECT_STREQ("single", b->name());
-    // Asked for explicitly, TCP names the missing variable.
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
+#ifdef HAVE_PMIX
+    // Rejected before PMIx_Init: PMIx used to round 0 up to 1 s.
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_PMIX, &b));
+#endif
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "1");
+    EXPECT_EQ(P2P_OK, bootstrap_timeout_ms(&ms));
+    EXPECT_EQ(1u, ms);
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_PMIX, &b));
 }
 
 TEST_F(BootstrapEnv, AutoWithVariablesIsTcp) {
