@@ -38,9 +38,12 @@ const ConfigVar kTable[] = {
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
     {"P2P_BOOTSTRAP", "auto",
-     "Bootstrap: auto, pmix, tcp, single. auto picks pmix when a PMIx "
-     "launcher (srun --mpi=pmix, mpirun) started the process, else tcp when "
-     "RANK/WORLD_SIZE (or P2P_RANK/P2P_WORLD_SIZE) are set, else single."},
+     "Bootstrap: auto, pmix, tcp, single. auto picks the innermost launcher: "
+     "tcp when RANK, WORLD_SIZE and MASTER_ADDR (or their P2P_ twins) are all "
+     "set (a torchrun worker, even inside an srun or mpirun task), else pmix "
+     "when a PMIx launcher (srun --mpi=pmix, mpirun) started the process, "
+     "else tcp when RANK/WORLD_SIZE are set, else single. Only one of RANK "
+     "and WORLD_SIZE set is an error."},
     {"P2P_MASTER_ADDR", "",
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},

@@ -23,8 +23,11 @@ bool env_set(const char *p2p_name, const char *fallback) {
     return !tcp_env_value(p2p_name, fallback, &from).empty();
 }
 
-/** P2P_BOOTSTRAP=auto: a PMIx launcher (srun --mpi=pmix, mpirun) first,
- *  then the torchrun-style environment, else a single process. */
+/** P2P_BOOTSTRAP=auto: the innermost launcher. The torchrun-style
+ *  environment set in full (a torchrun worker inside an srun or mpirun
+ *  task, which PMIx would see as that task's rank, once per worker), else
+ *  a PMIx launcher (srun --mpi=pmix, mpirun), else that environment without
+ *  MASTER_ADDR (127.0.0.1), else a single process. */
 p2p_status_t pick_auto(p2p_bootstrap_type_t *type) {
     const bool rank = env_set("P2P_RANK", "RANK");
     const bool size = env_set("P2P_WORLD_SIZE", "WORLD_SIZE");
@@ -36,11 +39,23 @@ p2p_status_t pick_auto(p2p_bootstrap_type_t *type) {
                 rank ? "WORLD_SIZE (or P2P_WORLD_SIZE)" : "RANK (or P2P_RANK)");
         return P2P_ERR_INVALID_PARAM;
     }
-    if (pmix_bootstrap_launched()) {
-        *type = P2P_BOOTSTRAP_PMIX;
-    } else {
+    if (!pmix_bootstrap_launched()) {
         *type = rank ? P2P_BOOTSTRAP_TCP : P2P_BOOTSTRAP_SINGLE;
+        return P2P_OK;
     }
+    if (rank && env_set("P2P_MASTER_ADDR", "MASTER_ADDR")) {
+        P2P_LOG(P2P_LOG_INFO, "bootstrap: RANK, WORLD_SIZE and MASTER_ADDR are "
+                "set in a process a PMIx launcher started: using tcp/env, the "
+                "innermost launcher (P2P_BOOTSTRAP=pmix for PMIx)");
+        *type = P2P_BOOTSTRAP_TCP;
+        return P2P_OK;
+    }
+    if (rank) {
+        P2P_LOG(P2P_LOG_WARN, "bootstrap: RANK and WORLD_SIZE are set but "
+                "MASTER_ADDR is not: using PMIx (set MASTER_ADDR or "
+                "P2P_BOOTSTRAP=tcp for the tcp/env bootstrap)");
+    }
+    *type = P2P_BOOTSTRAP_PMIX;
     return P2P_OK;
 }
 

@@ -44,8 +44,10 @@ public:
 /**
  * Create the bootstrap of the requested type (a p2p_bootstrap_type_t, taken
  * as int: a C caller may pass any value) from the environment.
- * P2P_BOOTSTRAP_AUTO picks P2P_BOOTSTRAP (env), then TCP if its variables are
- * set, else single. Returns the status; *out set only on success.
+ * P2P_BOOTSTRAP_AUTO follows P2P_BOOTSTRAP (env); its auto picks TCP when
+ * RANK, WORLD_SIZE and MASTER_ADDR are set, else PMIx under a PMIx launcher,
+ * else TCP when RANK and WORLD_SIZE are, else single (only one of the two:
+ * P2P_ERR_INVALID_PARAM). Returns the status; *out set only on success.
  */
 p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out);
 

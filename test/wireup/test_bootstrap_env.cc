@@ -3,7 +3,9 @@
  * environment values, a one-rank TCP job, and the wire format.
  */
 #include "ucxp2p_config.h"
+#include "core/log.h"
 #include "wireup/bootstrap.h"
+#include "wireup/pmix_bootstrap.h"
 #include "wireup/tcp_proto.h"
 #include "wireup_test_util.h"
 
@@ -155,6 +157,37 @@ TEST_F(BootstrapEnv, SelectionErrors) {
     ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
     EXPECT_STREQ("single", b->name());
 }
+
+#ifdef HAVE_PMIX
+TEST_F(BootstrapEnv, FullTorchrunEnvironmentWinsOverPmix) {
+    // A torchrun worker in an srun/mpirun task: the task's PMIx variables
+    // and the worker's own. Each worker used to join PMIx as the task.
+    set("PMIX_RANK", "0");
+    set("PMIX_NAMESPACE", "wireup-test-not-a-job");
+    ASSERT_TRUE(pmix_bootstrap_launched());
+    set("RANK", "0");
+    set("WORLD_SIZE", "1");
+    set("MASTER_ADDR", "127.0.0.1");
+    const p2p_log_level_t level = log_level();
+    log_set_level(P2P_LOG_INFO);
+    std::unique_ptr<Bootstrap> b;
+    wtest::StderrCapture cap;
+    p2p_status_t st = bootstrap_create(P2P_BOOTSTRAP_AUTO, &b);
+    std::string log = cap.text();
+    log_set_level(level);
+    ASSERT_EQ(P2P_OK, st);
+    EXPECT_STREQ("tcp", b->name());
+    EXPECT_NE(std::string::npos, log.find("using tcp/env, the innermost")) << log;
+    // Without MASTER_ADDR it is not a torchrun environment: PMIx, and a
+    // warning (this PMIx is fake: its init fails).
+    ::unsetenv("MASTER_ADDR");
+    b.reset();
+    wtest::StderrCapture cap2;
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    log = cap2.text();
+    EXPECT_NE(std::string::npos, log.find("MASTER_ADDR is not: using PMIx")) << log;
+}
+#endif
 
 struct BadEnv {
     const char *var;

@@ -24,7 +24,7 @@ const char *const kVars[] = {
     "RANK", "P2P_WORLD_SIZE", "WORLD_SIZE", "P2P_LOCAL_RANK", "LOCAL_RANK",
     "P2P_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "P2P_JOB_TOKEN",
     "TORCHELASTIC_RUN_ID", "P2P_BOOTSTRAP_TIMEOUT_MS", "P2P_BOOTSTRAP_MAX_MSG",
-    "P2P_HOST_ID"};
+    "P2P_HOST_ID", "PMIX_RANK", "PMIX_NAMESPACE"};
 
 bool port_free(uint16_t port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
