@@ -59,6 +59,18 @@ std::map<int, RankEnv> env_by_rank(const std::string &out) {
     return m;
 }
 
+// Expects `ranks` lines of output, each "[r] " + rest.
+void expect_every_line(const std::string &out, size_t ranks, const std::string &rest) {
+    auto lines = split_lines(out);
+    EXPECT_EQ(ranks, lines.size()) << out;
+    for (const auto &line : lines) {
+        int rank;
+        std::string got;
+        EXPECT_TRUE(parse_prefixed(line, &rank, &got)) << line;
+        EXPECT_EQ(rest, got);
+    }
+}
+
 } // namespace
 
 TEST(P2prunEnv, EachRankGetsBootstrapVariables) {
@@ -97,6 +109,23 @@ TEST(P2prunEnv, EachRankGetsBootstrapVariables) {
     EXPECT_NE(*tokens.begin(), m2[0].token) << "token reused across runs";
 }
 
+TEST(P2prunEnv, InheritedListenAddressIsReplacedByLoopback) {
+    // An inherited P2P_IF_IP or P2P_IFNAME would make rank 0 listen where the
+    // others (told MASTER_ADDR=127.0.0.1) cannot reach it.
+    TempDir dir;
+    const char *script = "echo \"$P2P_IF_IP ${P2P_IFNAME-unset} $MASTER_ADDR\"";
+    Result r = run(dir, {"-n", "2", "sh", "-c", script},
+                   {"P2P_IF_IP=10.11.12.13", "P2P_IFNAME=eth9"});
+    ASSERT_EQ(0, r.code) << r.err;
+    expect_every_line(r.out, 2, "127.0.0.1 unset 127.0.0.1");
+    // -x still chooses.
+    Result x = run(dir, {"-n", "1", "-x", "P2P_IF_IP=10.1.1.1", "-x", "P2P_IFNAME=lo", "sh",
+                         "-c", script},
+                   {"P2P_IFNAME=eth9"});
+    ASSERT_EQ(0, x.code) << x.err;
+    EXPECT_EQ("[0] 10.1.1.1 lo 127.0.0.1\n", x.out);
+}
+
 TEST(P2prunEnv, MasterPortOption) {
     TempDir dir;
     Result r = run(dir, {"-n", "2", "--master-port", "4321", "sh", "-c", kPrintEnv});
@@ -115,14 +144,7 @@ TEST(P2prunEnv, DashXAddsAndOverridesVariables) {
                     "echo \"$FOO|${EMPTY-unset}|$P2P_BOOTSTRAP|$FROM_PARENT|$EQ\""},
                    {"FROM_PARENT=inherited"});
     ASSERT_EQ(0, r.code) << r.err;
-    auto lines = split_lines(r.out);
-    ASSERT_EQ(2u, lines.size()) << r.out;
-    for (const auto &line : lines) {
-        int rank;
-        std::string rest;
-        ASSERT_TRUE(parse_prefixed(line, &rank, &rest)) << line;
-        EXPECT_EQ("bar baz||single|inherited|a=b", rest);
-    }
+    expect_every_line(r.out, 2, "bar baz||single|inherited|a=b");
 }
 
 TEST(P2prunOutput, PrefixesStdoutAndStderrSeparatelyAndFlushesPartialLine) {

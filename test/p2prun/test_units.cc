@@ -154,7 +154,8 @@ TEST(P2prunJobEnv, TokenAndPort) {
 
 TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     const char *base[] = {"PATH=/bin", "P2P_RANK=9", "P2P_MASTER_ADDR=10.0.0.1", "RANK=8",
-                          "P2P_LOG_LEVEL=debug", "WEIRD", nullptr};
+                          "P2P_LOG_LEVEL=debug", "WEIRD", "P2P_IF_IP=10.0.0.1",
+                          "P2P_IFNAME=eth9", nullptr};
     JobInfo job;
     job.world_size = 4;
     job.master_port = 1234;
@@ -168,6 +169,7 @@ TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     EXPECT_TRUE(has("LOCAL_WORLD_SIZE=4"));
     EXPECT_TRUE(has("MASTER_ADDR=127.0.0.1"));
     EXPECT_TRUE(has("MASTER_PORT=1234"));
+    EXPECT_TRUE(has("P2P_IF_IP=127.0.0.1")) << "rank 0 must listen where MASTER_ADDR points";
     EXPECT_TRUE(has("P2P_JOB_TOKEN=" + job.job_token));
     EXPECT_TRUE(has("P2P_BOOTSTRAP=tcp"));
     EXPECT_TRUE(has("FOO=x=y"));
@@ -175,6 +177,7 @@ TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     for (const auto &e : env) {
         EXPECT_NE(0u, e.rfind("P2P_RANK=", 0) == 0 ? 0u : 1u) << e;
         EXPECT_NE(0u, e.rfind("P2P_MASTER_ADDR=", 0) == 0 ? 0u : 1u) << e;
+        EXPECT_NE(0u, e.rfind("P2P_IFNAME=", 0) == 0 ? 0u : 1u) << e;
         EXPECT_NE("WEIRD", e);
     }
     EXPECT_EQ(1, std::count_if(env.begin(), env.end(),

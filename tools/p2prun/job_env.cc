@@ -20,9 +20,14 @@ namespace {
 
 // Inherited variables that would override what p2prun sets (the library reads
 // P2P_X before X), so a p2prun started inside another job still works.
+// P2P_IFNAME and P2P_IF_IP choose where rank 0 listens: one inherited from a
+// multi-host setup would make it listen on an address other than the
+// MASTER_ADDR=127.0.0.1 the others connect to (they hang until the bootstrap
+// timeout). P2P_IF_IP is set to 127.0.0.1 instead; -x may still set either.
 const char *const kScrubbed[] = {
     "P2P_RANK",        "P2P_WORLD_SIZE",  "P2P_LOCAL_RANK",
     "P2P_LOCAL_WORLD_SIZE", "P2P_MASTER_ADDR", "P2P_MASTER_PORT",
+    "P2P_IF_IP",       "P2P_IFNAME",
 };
 
 /** The kernel's ephemeral port range (bind to port 0, connect). */
@@ -158,6 +163,7 @@ std::vector<std::string> rank_environment(
     set("LOCAL_RANK", std::to_string(rank));
     set("LOCAL_WORLD_SIZE", std::to_string(job.world_size));
     set("MASTER_ADDR", "127.0.0.1");
+    set("P2P_IF_IP", "127.0.0.1");  // rank 0 listens where MASTER_ADDR points
     set("MASTER_PORT", std::to_string(job.master_port));
     set("P2P_JOB_TOKEN", job.job_token);
     set("P2P_BOOTSTRAP", "tcp");

@@ -26,9 +26,9 @@ int pick_free_loopback_port(std::string *error);
 std::string make_job_token(std::string *error);
 
 // The environment of rank `rank`: p2prun's own environment without inherited
-// bootstrap overrides (P2P_RANK, P2P_MASTER_PORT, ...), plus the bootstrap
-// variables, plus the user's -x variables (which win). Returns "NAME=VALUE"
-// strings.
+// bootstrap overrides (P2P_RANK, P2P_MASTER_PORT, P2P_IFNAME, ...), plus the
+// bootstrap variables (with P2P_IF_IP=127.0.0.1, the MASTER_ADDR), plus the
+// user's -x variables (which win). Returns "NAME=VALUE" strings.
 std::vector<std::string> rank_environment(
     const char *const *base_env, const JobInfo &job, int rank,
     const std::vector<std::pair<std::string, std::string>> &extra);

@@ -69,7 +69,8 @@ std::string usage_text() {
            "Starts N ranks of program on this machine with the environment of\n"
            "the ucxp2p TCP bootstrap (RANK, WORLD_SIZE, LOCAL_RANK,\n"
            "LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT, P2P_JOB_TOKEN,\n"
-           "P2P_BOOTSTRAP=tcp).\n"
+           "P2P_BOOTSTRAP=tcp, P2P_IF_IP=127.0.0.1; an inherited P2P_IFNAME is\n"
+           "removed).\n"
            "options:\n"
            "  -n, --np N            number of ranks (1.." +
            std::to_string(kMaxRanks) +
