@@ -83,9 +83,10 @@ int ChildProcess::spawn(const std::vector<std::string> &argv,
     return 0;
 }
 
-void ChildProcess::set_reaped(int status) {
+void ChildProcess::set_reaped(int status, bool others_in_group) {
     reaped_ = true;
     status_ = status;
+    group_gone_ = group_gone_ || !others_in_group;
 }
 
 void ChildProcess::signal_group(int sig) {
@@ -97,14 +98,9 @@ void ChildProcess::signal_group(int sig) {
     }
 }
 
-bool ChildProcess::group_alive() {
-    signal_group(0);
-    return pid_ > 0 && !group_gone_;
-}
-
 ChildProcess::~ChildProcess() {
-    if (pid_ <= 0) {
-        return;
+    if (pid_ <= 0 || reaped_) {
+        return;  // a reaped rank's leftovers are the launcher's to kill
     }
     signal_group(SIGKILL);
     // Bounded: a process stuck in an uninterruptible sleep is left to init

@@ -1,5 +1,5 @@
 // p2prun: owner of one rank process, started in a process group of its own so
-// that signals reach its descendants too. A ChildProcess that still runs when
+// that signals reach its descendants too. A ChildProcess not reaped when
 // destroyed has its group killed and is reaped.
 #ifndef P2PRUN_CHILD_PROCESS_H
 #define P2PRUN_CHILD_PROCESS_H
@@ -30,15 +30,24 @@ public:
     bool reaped() const { return reaped_; }
     int wait_status() const { return status_; }
 
-    // The caller reaped pid() (waitpid) and got `status`.
-    void set_reaped(int status);
+    // The caller reaped pid() (waitpid) and got `status`. others_in_group:
+    // whether other processes were in the group just before, while the
+    // unreaped rank still held its pid. Once reaped, the group id is only
+    // safe to signal while members are left: the kernel may give an empty
+    // group's id to an unrelated process (a new group leader).
+    void set_reaped(int status, bool others_in_group);
+
+    // The rank was reaped and its group has no member left (the caller looked
+    // in /proc); the group is never signalled again.
+    void set_group_empty() { group_gone_ = true; }
 
     // Sends sig to every process of the group (the rank and whatever it
     // started that stayed in the group). No-op once the group is gone.
     void signal_group(int sig);
 
-    // Whether any process is left in the group.
-    bool group_alive();
+    // Whether processes may be left in the group: the rank runs (or is an
+    // unreaped zombie), or it was reaped and the group is not known empty.
+    bool group_alive() const { return pid_ > 0 && !group_gone_; }
 
 private:
     pid_t pid_ = -1;  // also the process group id

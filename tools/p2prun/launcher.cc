@@ -1,6 +1,7 @@
 #include "launcher.h"
 
 #include "job_env.h"
+#include "proc_tree.h"
 
 #include <poll.h>
 #include <sys/resource.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 
 extern char **environ;
 
@@ -134,10 +136,27 @@ bool Launcher::all_reaped() const {
     return true;
 }
 
-bool Launcher::any_group_alive() {
-    bool alive = false;
+void Launcher::refresh_groups() {
+    bool look = false;
+    for (const auto &r : ranks_) {
+        look = look || (r->proc.reaped() && r->proc.group_alive());
+    }
+    if (!look) {
+        return;
+    }
+    std::set<pid_t> live = groups_with_members(list_descendants());
     for (auto &r : ranks_) {
-        alive = r->proc.group_alive() || alive;
+        if (r->proc.reaped() && live.count(r->proc.pid()) == 0) {
+            r->proc.set_group_empty();
+        }
+    }
+}
+
+bool Launcher::any_group_alive() {
+    refresh_groups();
+    bool alive = false;
+    for (const auto &r : ranks_) {
+        alive = alive || r->proc.group_alive();
     }
     return alive;
 }
@@ -151,6 +170,7 @@ size_t Launcher::open_streams() const {
 }
 
 void Launcher::signal_all(int sig) {
+    refresh_groups();
     for (auto &r : ranks_) {
         r->proc.signal_group(sig);
     }
@@ -182,7 +202,6 @@ void Launcher::escalate_to_kill() {
 
 void Launcher::on_rank_exit(int rank, int status) {
     Rank &r = *ranks_[rank];
-    r.proc.set_reaped(status);
     // Relay what the rank wrote before it died ahead of the report on it.
     for (Stream *s : {&r.out, &r.err}) {
         for (int i = 0; i < 64 && s->fd.valid() && read_stream(s); ++i) {
@@ -203,18 +222,51 @@ void Launcher::on_rank_exit(int rank, int status) {
 
 void Launcher::reap() {
     for (;;) {
-        int status = 0;
-        pid_t pid = ::waitpid(-1, &status, WNOHANG);
-        if (pid < 0 && errno == EINTR) {
-            continue;
-        }
-        if (pid <= 0) {
+        // Look before reaping: a rank is reaped only in reap_ranks().
+        siginfo_t info;
+        std::memset(&info, 0, sizeof(info));
+        if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+            if (errno == EINTR) {
+                continue;
+            }
             return;
         }
-        auto it = rank_of_pid_.find(pid);
-        if (it != rank_of_pid_.end()) {  // else an orphaned descendant
-            on_rank_exit(it->second, status);
+        if (info.si_pid == 0) {
+            return;
         }
+        if (rank_of_pid_.count(info.si_pid) != 0) {
+            reap_ranks();
+        } else {
+            int status = 0;  // an orphaned descendant
+            (void)::waitpid(info.si_pid, &status, WNOHANG);
+        }
+    }
+}
+
+void Launcher::reap_ranks() {
+    std::vector<pid_t> exited;
+    for (const auto &kv : rank_of_pid_) {
+        siginfo_t info;
+        std::memset(&info, 0, sizeof(info));
+        if (::waitid(P_PID, kv.first, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == kv.first) {
+            exited.push_back(kv.first);
+        }
+    }
+    // While the exited ranks are unreaped zombies, their pids -- the ids of
+    // their groups -- cannot be reused: whatever /proc shows in those groups
+    // now are the ranks' own processes.
+    std::set<pid_t> live = groups_with_members(list_descendants());
+    for (pid_t pid : exited) {
+        int status = 0;
+        if (::waitpid(pid, &status, WNOHANG) != pid) {
+            continue;  // cannot happen: it was waitable
+        }
+        auto it = rank_of_pid_.find(pid);
+        int rank = it->second;
+        rank_of_pid_.erase(it);
+        ranks_[rank]->proc.set_reaped(status, live.count(pid) != 0);
+        on_rank_exit(rank, status);
     }
 }
 
@@ -375,7 +427,8 @@ int Launcher::run() {
         begin_termination();  // the ranks already started
     }
     event_loop();
-    ranks_.clear();  // kills and reaps anything left, while handlers are set
+    signal_all(SIGKILL);  // what is left of the groups of reaped ranks
+    ranks_.clear();  // kills and reaps the ranks left, while handlers are set
     return exit_code_ < 0 ? 0 : exit_code_;
 }
 

@@ -47,6 +47,7 @@ private:
     bool start_ranks();
     void event_loop();
     void reap();
+    void reap_ranks();
     void on_rank_exit(int rank, int status);
     void on_signal(int signo);
     // Reads one chunk; true when data came (more may follow).
@@ -55,6 +56,8 @@ private:
     void escalate_to_kill();
     void signal_all(int sig);
     bool all_reaped() const;
+    // Marks the groups of reaped ranks that /proc shows empty.
+    void refresh_groups();
     bool any_group_alive();
     size_t open_streams() const;
     void set_exit_code(int code);
@@ -63,7 +66,7 @@ private:
     Options opts_;
     SignalPipe signals_;
     std::vector<std::unique_ptr<Rank>> ranks_;  // after signals_: destroyed first
-    std::unordered_map<pid_t, int> rank_of_pid_;
+    std::unordered_map<pid_t, int> rank_of_pid_;  // ranks not reaped yet
     Phase phase_ = Phase::kRunning;
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
     int user_signals_ = 0;

@@ -1,0 +1,29 @@
+// p2prun: the processes p2prun started, directly or not, as /proc shows them.
+// p2prun is a child subreaper, so a descendant stays one when its parent dies.
+#ifndef P2PRUN_PROC_TREE_H
+#define P2PRUN_PROC_TREE_H
+
+#include <sys/types.h>
+
+#include <set>
+#include <vector>
+
+namespace p2prun {
+
+struct ProcEntry {
+    pid_t pid;
+    pid_t ppid;
+    pid_t pgrp;
+};
+
+// Every process whose chain of parents leads to this one (zombies included).
+// A snapshot: processes start and end while /proc is read.
+std::vector<ProcEntry> list_descendants();
+
+// The process groups that have a member other than their leader among `procs`
+// (the group of a rank whose leader exited, say).
+std::set<pid_t> groups_with_members(const std::vector<ProcEntry> &procs);
+
+} // namespace p2prun
+
+#endif
