@@ -23,6 +23,36 @@ std::string sleeper(const TempDir &dir) {
            "/sleep.$RANK.tmp " + dir.path() + "/sleep.$RANK; wait";
 }
 
+// "INT" for SIGINT, as sh's trap spells it.
+std::string signal_name(int sig) {
+    switch (sig) {
+    case SIGINT: return "INT";
+    case SIGTERM: return "TERM";
+    case SIGHUP: return "HUP";
+    case SIGQUIT: return "QUIT";
+    case SIGALRM: return "ALRM";
+    case SIGUSR1: return "USR1";
+    case SIGUSR2: return "USR2";
+    default: return std::to_string(sig);
+    }
+}
+
+// Once all `ready` files exist, sends sig to p2prun and waits for it to exit;
+// *took: seconds from the signal to then.
+Result signal_when_ready(P2prun &p, const std::vector<std::string> &ready, int sig,
+                         double *took) {
+    EXPECT_TRUE(wait_for_files(ready, 10)) << "ranks did not start";
+    double sent = now_s();
+    EXPECT_EQ(0, ::kill(p.pid(), sig));
+    Result r = p.wait(15);
+    *took = now_s() - sent;
+    return r;
+}
+
+std::string signal_test_name(const ::testing::TestParamInfo<int> &info) {
+    return "SIG" + signal_name(info.param);
+}
+
 } // namespace
 
 TEST(P2prunExit, AllZeroIsZero) {
@@ -131,7 +161,7 @@ class P2prunSignal : public ::testing::TestWithParam<int> {};
 
 TEST_P(P2prunSignal, ForwardedToRanksAndExitIs128PlusSigno) {
     const int sig = GetParam();
-    const std::string name = sig == SIGINT ? "INT" : sig == SIGTERM ? "TERM" : "HUP";
+    const std::string name = signal_name(sig);
     TempDir dir;
     const int kRanks = 3;
     std::string script = "trap 'echo " + name + " > " + dir.path() +
@@ -141,14 +171,12 @@ TEST_P(P2prunSignal, ForwardedToRanksAndExitIs128PlusSigno) {
     for (int r = 0; r < kRanks; ++r) {
         ready.push_back(dir.file("sleep." + std::to_string(r)));
     }
-    ASSERT_TRUE(wait_for_files(ready, 10)) << "ranks did not start";
-    double sent = now_s();
-    ASSERT_EQ(0, ::kill(p.pid(), sig));
-    Result r = p.wait(15);
+    double took = 0;
+    Result r = signal_when_ready(p, ready, sig, &took);
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(128 + sig, r.code) << r.err;
     // Well under the 3 s grace: leftovers get SIGTERM as soon as the ranks exit.
-    EXPECT_LT(now_s() - sent, 2.5);
+    EXPECT_LT(took, 2.5);
     for (int rank = 0; rank < kRanks; ++rank) {
         EXPECT_EQ(name + "\n", read_file(dir.file("got." + std::to_string(rank))))
             << "rank " << rank << " did not see the signal";
@@ -158,12 +186,67 @@ TEST_P(P2prunSignal, ForwardedToRanksAndExitIs128PlusSigno) {
     EXPECT_NE(std::string::npos, r.err.find("received signal " + std::to_string(sig))) << r.err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Signals, P2prunSignal, ::testing::Values(SIGTERM, SIGINT, SIGHUP),
-                         [](const ::testing::TestParamInfo<int> &info) {
-                             return std::string(info.param == SIGINT    ? "SIGINT"
-                                                : info.param == SIGTERM ? "SIGTERM"
-                                                                        : "SIGHUP");
-                         });
+INSTANTIATE_TEST_SUITE_P(Signals, P2prunSignal,
+                         ::testing::Values(SIGTERM, SIGINT, SIGHUP, SIGALRM),
+                         signal_test_name);
+
+TEST(P2prunSignalQuit, ForwardedThenRanksAreTerminated) {
+    TempDir dir;
+    // The ranks only note SIGQUIT (as a program dumping its threads would);
+    // the SIGTERM that follows ends them. No core files from the sleeps.
+    std::string got = dir.path() + "/got.$RANK";
+    std::string script = "ulimit -c 0; trap 'echo QUIT >> " + got + "' QUIT; trap 'echo TERM >> " +
+                         got + "; exit 0' TERM; sleep 30 & touch " + dir.path() +
+                         "/ready.$RANK; wait; while :; do sleep 0.1; done";
+    P2prun p(dir, {"-n", "2", "sh", "-c", script});
+    double took = 0;
+    Result r = signal_when_ready(p, {dir.file("ready.0"), dir.file("ready.1")}, SIGQUIT, &took);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(128 + SIGQUIT, r.code) << r.err;
+    EXPECT_LT(took, 2.5) << "the ranks did not get SIGTERM";
+    for (int rank = 0; rank < 2; ++rank) {
+        std::string text = read_file(dir.file("got." + std::to_string(rank)));
+        EXPECT_NE(std::string::npos, text.find("QUIT")) << "rank " << rank << ": " << text;
+        EXPECT_NE(std::string::npos, text.find("TERM")) << "rank " << rank << ": " << text;
+    }
+}
+
+class P2prunSignalUser : public ::testing::TestWithParam<int> {};
+
+TEST_P(P2prunSignalUser, ForwardedAndTheJobGoesOn) {
+    const int sig = GetParam();
+    TempDir dir;
+    // After the signal each rank still works a while, then succeeds.
+    std::string got = dir.path() + "/got.$RANK";
+    std::string script = "trap 'echo " + signal_name(sig) + " > " + got + "' " +
+                         signal_name(sig) + "; touch " + dir.path() +
+                         "/ready.$RANK; while [ ! -e " + got +
+                         " ]; do sleep 0.05; done; sleep 0.3; echo after";
+    P2prun p(dir, {"-n", "2", "sh", "-c", script});
+    double took = 0;
+    Result r = signal_when_ready(p, {dir.file("ready.0"), dir.file("ready.1")}, sig, &took);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_NE(std::string::npos, r.out.find("[0] after\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("[1] after\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.err.find("received signal " + std::to_string(sig)))
+        << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, P2prunSignalUser, ::testing::Values(SIGUSR1, SIGUSR2),
+                         signal_test_name);
+
+TEST(P2prunExit, ProcessThatLeftTheRanksGroupIsKilledAtTheEnd) {
+    TempDir dir;
+    // setsid: out of the rank's group, still a descendant of p2prun.
+    Result r = run(dir, {"-n", "1", "sh", "-c",
+                         "setsid sleep 41 & echo $! > " + dir.file("bg") + "; exit 0"});
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_LT(r.seconds, 4.0);
+    pid_t pid = read_pid(dir.file("bg"));
+    ASSERT_GT(pid, 0);
+    EXPECT_TRUE(process_gone(pid)) << "pid " << pid << " outlived p2prun";
+}
 
 TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
     TempDir dir;

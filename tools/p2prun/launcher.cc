@@ -29,6 +29,9 @@ constexpr auto kDrainWindow = std::chrono::milliseconds(500);
 constexpr auto kGiveUpAfterKill = std::chrono::seconds(5);
 // How often to look for leftover group members once all ranks exited.
 constexpr int kGroupPollMs = 20;
+// Rounds of 10 ms to kill what is left at the end (bounded: a process stuck
+// in an uninterruptible sleep is left to init rather than hanging p2prun).
+constexpr int kGiveUpRounds = 200;
 
 std::chrono::steady_clock::duration seconds(double s) {
     return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -275,17 +278,28 @@ void Launcher::on_signal(int signo) {
         reap();
         return;
     }
-    ++user_signals_;
     const char *name = ::strsignal(signo);
     report("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
            "), forwarding it to the ranks");
-    set_exit_code(128 + signo);
     signal_all(signo);
-    term_sent_ = term_sent_ || signo == SIGTERM;
-    if (phase_ == Phase::kRunning) {
-        phase_ = Phase::kTermSent;
-        kill_at_ = Clock::now() + seconds(opts_.grace_s);
-    } else if (user_signals_ > 1) {
+    if (signo == SIGUSR1 || signo == SIGUSR2) {
+        return;  // meant for the ranks (a dump, a checkpoint): the job goes on
+    }
+    ++user_signals_;
+    set_exit_code(128 + signo);
+    bool first = phase_ == Phase::kRunning;
+    if (signo == SIGQUIT) {
+        // The ranks may only dump (core, threads) on SIGQUIT: end them as
+        // on SIGTERM.
+        begin_termination();
+    } else {
+        term_sent_ = term_sent_ || signo == SIGTERM;
+        if (first) {
+            phase_ = Phase::kTermSent;
+            kill_at_ = Clock::now() + seconds(opts_.grace_s);
+        }
+    }
+    if (!first && user_signals_ > 1) {
         escalate_to_kill();  // asked twice: do not wait for the grace period
     }
 }
@@ -429,6 +443,10 @@ int Launcher::run() {
     event_loop();
     signal_all(SIGKILL);  // what is left of the groups of reaped ranks
     ranks_.clear();  // kills and reaps the ranks left, while handlers are set
+    rank_of_pid_.clear();
+    // p2prun is the subreaper of what the ranks started: none of it, in
+    // their groups or not (setsid), outlives the job.
+    (void)kill_descendants(kGiveUpRounds);
     return exit_code_ < 0 ? 0 : exit_code_;
 }
 

@@ -86,7 +86,9 @@ std::string usage_text() {
            "exit status: 0 when all ranks exit 0, else that of the first rank\n"
            "to fail (128+signal when killed), 124 on timeout, 127 when the\n"
            "program cannot be run, 128+signal when p2prun is signalled, 2 on\n"
-           "usage errors.\n";
+           "usage errors.\n"
+           "signals: INT, TERM, HUP, ALRM and QUIT are forwarded to the ranks and\n"
+           "end the job (QUIT is followed by TERM); USR1 and USR2 are forwarded only.\n";
 }
 
 ParseResult parse_options(int argc, const char *const *argv, Options *opts,

@@ -1,7 +1,11 @@
 #include "proc_tree.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +74,27 @@ std::vector<ProcEntry> list_descendants() {
         children.erase(it);  // a pid seen twice (reused meanwhile) is walked once
     }
     return out;
+}
+
+size_t kill_descendants(int rounds) {
+    const pid_t self = ::getpid();
+    std::vector<ProcEntry> left = list_descendants();
+    for (int round = 0; round < rounds && !left.empty(); ++round) {
+        for (const ProcEntry &e : left) {
+            if (e.ppid == self) {
+                ::kill(e.pid, SIGKILL);
+            }
+        }
+        int status = 0;
+        pid_t pid;
+        while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0 || (pid < 0 && errno == EINTR)) {
+        }
+        left = list_descendants();
+        if (!left.empty()) {
+            ::usleep(10000);
+        }
+    }
+    return left.size();
 }
 
 std::set<pid_t> groups_with_members(const std::vector<ProcEntry> &procs) {

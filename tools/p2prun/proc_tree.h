@@ -24,6 +24,13 @@ std::vector<ProcEntry> list_descendants();
 // (the group of a rank whose leader exited, say).
 std::set<pid_t> groups_with_members(const std::vector<ProcEntry> &procs);
 
+// SIGKILLs and reaps every descendant (those that left the ranks' groups
+// with setsid, say), for at most about `rounds` * 10 ms. Only children are
+// signalled -- they cannot be reaped by anyone else, so their pids are not
+// reused meanwhile -- and the grandchildren, re-parented to p2prun as their
+// parents die, in the rounds after. Returns how many are left.
+size_t kill_descendants(int rounds);
+
 } // namespace p2prun
 
 #endif

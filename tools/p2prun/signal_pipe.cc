@@ -7,7 +7,9 @@ namespace p2prun {
 
 namespace {
 
-const int kCaught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+// Every signal that is commonly sent to a job and would otherwise end p2prun
+// and leave the ranks, which run in groups of their own, behind.
+const int kCaught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2};
 int g_write_fd = -1;  // for the async-signal handler only
 
 } // namespace

@@ -1,6 +1,7 @@
-// p2prun: turns SIGCHLD, SIGINT, SIGTERM and SIGHUP into bytes on a pipe that
-// the event loop polls (the self-pipe pattern), and ignores SIGPIPE. The old
-// dispositions come back when the object is destroyed.
+// p2prun: turns SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1
+// and SIGUSR2 into bytes on a pipe that the event loop polls (the self-pipe
+// pattern), and ignores SIGPIPE. The old dispositions come back when the
+// object is destroyed.
 #ifndef P2PRUN_SIGNAL_PIPE_H
 #define P2PRUN_SIGNAL_PIPE_H
 
