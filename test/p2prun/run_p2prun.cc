@@ -102,7 +102,8 @@ std::vector<std::string> split_lines(const std::string &text) {
 }
 
 P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
-               const std::vector<std::string> &env, const std::vector<std::string> &unset) {
+               const std::vector<std::string> &env, const std::vector<std::string> &unset,
+               int stdout_fd) {
     static int seq = 0;
     ++seq;
     out_path_ = dir.file("p2prun.out." + std::to_string(seq));
@@ -121,7 +122,8 @@ P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
         throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     }
     if (pid_ == 0) {
-        int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int out = stdout_fd >= 0 ? stdout_fd
+                                 : ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) {
             ::_exit(250);

@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <map>
 #include <set>
 #include <sstream>
@@ -188,6 +194,75 @@ TEST(P2prunOutput, ManyRanksNeverTearLines) {
     for (const auto &kv : next_line) {
         EXPECT_EQ(kLines, kv.second) << "rank " << kv.first;
     }
+}
+
+// p2prun's stdout is a pipe that the test reads only when told to.
+struct StdoutPipe {
+    int r = -1, w = -1;
+    StdoutPipe() { EXPECT_EQ(0, ::pipe2(&r, O_CLOEXEC)); }
+    ~StdoutPipe() {
+        close_write();
+        ::close(r);
+    }
+    void close_write() {  // the test's copy, once p2prun has its own
+        if (w >= 0) {
+            ::close(w);
+            w = -1;
+        }
+    }
+    size_t count_lines() {  // until end of file
+        size_t lines = 0;
+        char buf[65536];
+        ssize_t n;
+        while ((n = ::read(r, buf, sizeof(buf))) > 0) {
+            lines += static_cast<size_t>(std::count(buf, buf + n, '\n'));
+        }
+        return lines;
+    }
+};
+
+TEST(P2prunOutput, TimeoutFiresWhileStdoutIsNotRead) {
+    TempDir dir;
+    StdoutPipe pipe;
+    P2prun p(dir, {"-n", "2", "--timeout", "1", "yes"}, {}, {}, pipe.w);
+    pipe.close_write();
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out) << "p2prun hung on its stdout";
+    EXPECT_EQ(124, r.code) << r.err;
+    EXPECT_LT(r.seconds, 4.0);
+    EXPECT_NE(std::string::npos, r.err.find("p2prun: timeout after 1 s\n")) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("bytes of output dropped")) << r.err;
+}
+
+TEST(P2prunOutput, SignalIsForwardedWhileStdoutIsNotRead) {
+    TempDir dir;
+    StdoutPipe pipe;
+    P2prun p(dir, {"-n", "1", "sh", "-c", "touch " + dir.file("ready") + "; exec yes"}, {}, {},
+             pipe.w);
+    pipe.close_write();
+    ASSERT_TRUE(wait_for_files({dir.file("ready")}, 10));
+    ::usleep(300000);  // the pipe and p2prun's buffer fill up
+    double sent = now_s();
+    ASSERT_EQ(0, ::kill(p.pid(), SIGTERM));
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out) << "p2prun hung on its stdout";
+    EXPECT_EQ(128 + SIGTERM, r.code) << r.err;
+    EXPECT_LT(now_s() - sent, 3.0);
+}
+
+TEST(P2prunOutput, SlowReaderGetsEverything) {
+    TempDir dir;
+    StdoutPipe pipe;
+    // Over a MiB per rank: more than the pipes and p2prun's buffer hold.
+    const int kLines = 200000;
+    P2prun p(dir, {"-n", "2", "seq", std::to_string(kLines)}, {}, {}, pipe.w);
+    pipe.close_write();
+    ::usleep(1500000);  // the ranks block meanwhile (backpressure)
+    EXPECT_EQ(2u * kLines, pipe.count_lines());
+    Result r = p.wait(30);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_EQ("", r.err);
 }
 
 TEST(P2prunOutput, NoPrefixPassesOutputThrough) {

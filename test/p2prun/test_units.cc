@@ -2,11 +2,13 @@
 #include "job_env.h"
 #include "line_relay.h"
 #include "options.h"
+#include "output_sink.h"
 #include "unique_fd.h"
 
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,18 +28,22 @@ ParseResult parse(std::vector<std::string> args, Options *o, std::string *err) {
     return parse_options(static_cast<int>(argv.size()), argv.data(), o, err);
 }
 
-// Collects what a LineRelay writes, in an unlinked temporary file (a pipe
-// would block once a long line fills it).
+// An unlinked temporary file.
+UniqueFd temp_file() {
+    char path[] = "/tmp/p2prun_sink.XXXXXX";
+    UniqueFd fd(::mkstemp(path));
+    EXPECT_TRUE(fd.valid());
+    ::unlink(path);
+    return fd;
+}
+
+// Collects what a LineRelay queues, written to a temporary file.
 struct Sink {
-    UniqueFd w;
+    UniqueFd w = temp_file();
+    OutputSink out{w.get()};
     off_t pos = 0;
-    Sink() {
-        char path[] = "/tmp/p2prun_sink.XXXXXX";
-        w.reset(::mkstemp(path));
-        EXPECT_TRUE(w.valid());
-        ::unlink(path);
-    }
     std::string take() {
+        out.flush();
         std::string s;
         char buf[4096];
         ssize_t n;
@@ -102,7 +108,7 @@ TEST(P2prunOptions, RejectsBadInputWithoutTouchingOutput) {
 
 TEST(P2prunLineRelay, WholeLinesWithPrefixAcrossChunks) {
     Sink sink;
-    LineRelay relay(sink.w.get(), "[7] ");
+    LineRelay relay(&sink.out, "[7] ");
     relay.feed("ab", 2);
     EXPECT_EQ("", sink.take());
     EXPECT_EQ("ab", relay.pending());
@@ -116,7 +122,7 @@ TEST(P2prunLineRelay, WholeLinesWithPrefixAcrossChunks) {
 
 TEST(P2prunLineRelay, NoPrefixKeepsBytesExact) {
     Sink sink;
-    LineRelay relay(sink.w.get(), "");
+    LineRelay relay(&sink.out, "");
     relay.feed("x\ny", 3);
     relay.finish();
     EXPECT_EQ("x\ny", sink.take());
@@ -124,12 +130,51 @@ TEST(P2prunLineRelay, NoPrefixKeepsBytesExact) {
 
 TEST(P2prunLineRelay, OverlongPartialLineIsSplit) {
     Sink sink;
-    LineRelay relay(sink.w.get(), "[0] ");
+    LineRelay relay(&sink.out, "[0] ");
     std::string big(LineRelay::kMaxLine + 10, 'z');
     relay.feed(big.data(), big.size());
     std::string out = sink.take();
     EXPECT_EQ("[0] " + big + "\n", out);
     EXPECT_TRUE(relay.pending().empty());
+}
+
+TEST(P2prunOutputSink, NeverBlocksOnAFullPipeAndResumesWhenRead) {
+    UniqueFd r, w;
+    ASSERT_TRUE(make_pipe(&r, &w));  // both ends blocking
+    OutputSink sink(w.get());
+    std::string data(OutputSink::kLimit + 300000, 'q');
+    sink.append(data);
+    EXPECT_TRUE(sink.full());
+    sink.flush();  // writes what the pipe holds, then returns
+    size_t left = sink.pending();
+    EXPECT_GT(left, 0u);
+    EXPECT_LT(left, data.size());
+    std::string got(data.size(), '\0');
+    size_t have = 0;
+    while (have < data.size()) {
+        ssize_t n = ::read(r.get(), &got[have], data.size() - have);
+        ASSERT_GT(n, 0);
+        have += static_cast<size_t>(n);
+        sink.flush();
+    }
+    EXPECT_EQ(0u, sink.pending());
+    EXPECT_EQ(data, got);
+}
+
+TEST(P2prunOutputSink, ClosedReaderDropsOutput) {
+    UniqueFd r, w;
+    ASSERT_TRUE(make_pipe(&r, &w));
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    ASSERT_EQ(0, ::sigaction(SIGPIPE, &ign, &old));
+    OutputSink sink(w.get());
+    r.reset();
+    sink.append("lost\n");
+    sink.flush();
+    EXPECT_EQ(0u, sink.pending());
+    sink.append("also lost\n");
+    EXPECT_EQ(0u, sink.pending());
+    ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 TEST(P2prunJobEnv, TokenAndPort) {

@@ -25,6 +25,9 @@ namespace {
 // After the last rank exited and its group is empty, how long to keep reading
 // pipes still held open by processes that left the group (setsid).
 constexpr auto kDrainWindow = std::chrono::milliseconds(500);
+// Once the ranks are gone after a timeout or a signal, how long to keep trying
+// to write their output to a reader that does not read.
+constexpr auto kOutputWindow = std::chrono::seconds(1);
 // After SIGKILL, how long to wait for the groups to empty before giving up.
 constexpr auto kGiveUpAfterKill = std::chrono::seconds(5);
 // How often to look for leftover group members once all ranks exited.
@@ -73,6 +76,10 @@ void report(const std::string &msg) {
     (void)write_all(2, line.data(), line.size());
 }
 
+void Launcher::say(const std::string &msg) {
+    err_.append("p2prun: " + msg + "\n");
+}
+
 void Launcher::set_exit_code(int code) {
     if (exit_code_ < 0) {
         exit_code_ = code;
@@ -97,22 +104,23 @@ bool Launcher::start_ranks() {
     std::string error;
     job.master_port = opts_.master_port != 0 ? opts_.master_port : pick_free_loopback_port(&error);
     if (job.master_port == 0) {
-        report("cannot pick a master port: " + error);
+        say("cannot pick a master port: " + error);
         set_exit_code(1);
         return false;
     }
     job.job_token = make_job_token(&error);
     if (job.job_token.empty()) {
-        report("cannot make a job token: " + error);
+        say("cannot make a job token: " + error);
         set_exit_code(1);
         return false;
     }
     for (int r = 0; r < opts_.nranks; ++r) {
-        auto rank = std::make_unique<Rank>(opts_.prefix ? "[" + std::to_string(r) + "] " : "");
+        auto rank = std::make_unique<Rank>(&out_, &err_,
+                                           opts_.prefix ? "[" + std::to_string(r) + "] " : "");
         UniqueFd out_w, err_w;
         if (!make_pipe(&rank->out.fd, &out_w) || !make_pipe(&rank->err.fd, &err_w) ||
             !set_nonblocking(rank->out.fd.get()) || !set_nonblocking(rank->err.fd.get())) {
-            report(std::string("cannot create pipes for rank ") + std::to_string(r) + ": " +
+            say(std::string("cannot create pipes for rank ") + std::to_string(r) + ": " +
                    std::strerror(errno));
             set_exit_code(1);
             return false;
@@ -120,7 +128,7 @@ bool Launcher::start_ranks() {
         int rc = rank->proc.spawn(opts_.argv, rank_environment(environ, job, r, opts_.env),
                                   out_w.get(), err_w.get());
         if (rc != 0) {
-            report("cannot run '" + opts_.argv[0] + "': " + std::strerror(rc));
+            say("cannot run '" + opts_.argv[0] + "': " + std::strerror(rc));
             set_exit_code(127);
             return false;
         }
@@ -190,12 +198,16 @@ void Launcher::begin_termination() {
     }
 }
 
+bool Launcher::all_groups_gone() {
+    return all_reaped() && !any_group_alive();
+}
+
 void Launcher::escalate_to_kill() {
     if (phase_ == Phase::kKillSent) {
         return;
     }
     if (!all_reaped()) {
-        report("ranks still running after " + format_seconds(opts_.grace_s) +
+        say("ranks still running after " + format_seconds(opts_.grace_s) +
                " s, sending SIGKILL");
     }
     phase_ = Phase::kKillSent;
@@ -216,7 +228,7 @@ void Launcher::on_rank_exit(int rank, int status) {
     if (code == 0 || phase_ != Phase::kRunning) {
         return;
     }
-    report("rank " + std::to_string(rank) + " " + describe_wait_status(status));
+    say("rank " + std::to_string(rank) + " " + describe_wait_status(status));
     set_exit_code(code);
     if (!opts_.keep_going) {
         begin_termination();
@@ -279,13 +291,14 @@ void Launcher::on_signal(int signo) {
         return;
     }
     const char *name = ::strsignal(signo);
-    report("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
+    say("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
            "), forwarding it to the ranks");
     signal_all(signo);
     if (signo == SIGUSR1 || signo == SIGUSR2) {
         return;  // meant for the ranks (a dump, a checkpoint): the job goes on
     }
     ++user_signals_;
+    stopping_ = true;
     set_exit_code(128 + signo);
     bool first = phase_ == Phase::kRunning;
     if (signo == SIGQUIT) {
@@ -326,8 +339,11 @@ bool Launcher::read_stream(Stream *s) {
 
 int Launcher::poll_timeout_ms(Clock::time_point now, bool leaders_done) const {
     Clock::time_point next = Clock::time_point::max();
-    if (have_timeout_ && !leaders_done) {
+    if (have_timeout_ && (!leaders_done || output_pending())) {
         next = std::min(next, timeout_at_);
+    }
+    if (have_output_deadline_) {
+        next = std::min(next, output_deadline_);
     }
     if (phase_ == Phase::kTermSent) {
         next = std::min(next, kill_at_);
@@ -370,29 +386,56 @@ void Launcher::event_loop() {
                 drain_until_ = now + kDrainWindow;
             }
         }
-        if (drain_started_ && (open_streams() == 0 || now >= drain_until_)) {
+        if (drain_started_) {
+            if (!stopping_ && output_blocked()) {
+                drain_until_ = now + kDrainWindow;  // waiting on our reader, not on them
+            }
+            if (open_streams() == 0 || now >= drain_until_) {
+                close_streams();
+                if (!output_pending()) {
+                    break;
+                }
+                if (stopping_ && !have_output_deadline_) {
+                    have_output_deadline_ = true;
+                    output_deadline_ = now + kOutputWindow;
+                }
+            }
+        }
+        if (have_output_deadline_ && now >= output_deadline_) {
             break;
         }
-        if (have_timeout_ && !leaders_done && now >= timeout_at_) {
+        if (have_timeout_ && (!leaders_done || output_pending()) && now >= timeout_at_) {
             have_timeout_ = false;
-            report("timeout after " + format_seconds(opts_.timeout_s) + " s");
+            stopping_ = true;
+            say("timeout after " + format_seconds(opts_.timeout_s) + " s");
             set_exit_code(124);
-            begin_termination();
+            if (!leaders_done) {
+                begin_termination();
+            }
         }
         if (phase_ == Phase::kTermSent && now >= kill_at_) {
             escalate_to_kill();
         } else if (phase_ == Phase::kKillSent && now >= give_up_at_) {
-            report("some rank processes did not die after SIGKILL; giving up on them");
-            break;
+            if (!all_groups_gone()) {
+                say("some rank processes did not die after SIGKILL; giving up on them");
+                break;
+            }
+            give_up_at_ = Clock::time_point::max();  // only output is left
         }
 
         fds.clear();
         streams.clear();
         fds.push_back({signals_.fd(), POLLIN, 0});
         streams.push_back(nullptr);
+        for (OutputSink *o : {&out_, &err_}) {
+            // Not polled while nothing waits: a closed reader's POLLERR
+            // would wake the loop at once.
+            fds.push_back({o->pending() > 0 ? o->fd() : -1, POLLOUT, 0});
+            streams.push_back(nullptr);
+        }
         for (auto &r : ranks_) {
             for (Stream *s : {&r->out, &r->err}) {
-                if (s->fd.valid()) {
+                if (s->fd.valid() && !s->relay.sink()->full()) {  // else backpressure
                     fds.push_back({s->fd.get(), POLLIN, 0});
                     streams.push_back(s);
                 }
@@ -403,24 +446,31 @@ void Launcher::event_loop() {
             if (errno == EINTR) {
                 continue;
             }
-            report(std::string("poll: ") + std::strerror(errno));
+            say(std::string("poll: ") + std::strerror(errno));
             set_exit_code(1);
             begin_termination();
             escalate_to_kill();
             break;
         }
-        for (size_t i = 1; i < fds.size(); ++i) {
+        for (size_t i = 3; i < fds.size(); ++i) {
             if (fds[i].revents != 0) {
                 read_stream(streams[i]);
             }
         }
+        out_.flush();
+        err_.flush();
         if (fds[0].revents != 0) {
             for (int sig : signals_.drain()) {
                 on_signal(sig);
             }
         }
     }
-    // Flush what is buffered of streams that never reached end of file.
+    close_streams();
+    finish_output();
+}
+
+void Launcher::close_streams() {
+    // Queue what is buffered of streams that never reached end of file.
     for (auto &r : ranks_) {
         for (Stream *s : {&r->out, &r->err}) {
             if (s->fd.valid()) {
@@ -428,6 +478,25 @@ void Launcher::event_loop() {
                 s->fd.reset();
             }
         }
+    }
+}
+
+bool Launcher::output_pending() const {
+    return out_.pending() > 0 || err_.pending() > 0;
+}
+
+bool Launcher::output_blocked() const {
+    return out_.full() || err_.full();
+}
+
+void Launcher::finish_output() {
+    out_.flush();
+    err_.flush();
+    size_t dropped = out_.discard() + err_.discard();
+    if (dropped > 0) {
+        say(std::to_string(dropped) + " bytes of output dropped: not read in time");
+        err_.flush();  // if stderr takes it
+        err_.discard();
     }
 }
 

@@ -6,6 +6,7 @@
 #include "child_process.h"
 #include "line_relay.h"
 #include "options.h"
+#include "output_sink.h"
 #include "signal_pipe.h"
 #include "unique_fd.h"
 
@@ -32,17 +33,20 @@ private:
     struct Stream {
         UniqueFd fd;  // read end of the rank's pipe; closed at end of file
         LineRelay relay;
-        Stream(int out_fd, const std::string &prefix) : relay(out_fd, prefix) {}
+        Stream(OutputSink *sink, const std::string &prefix) : relay(sink, prefix) {}
     };
     struct Rank {
         Stream out;
         Stream err;
         ChildProcess proc;  // declared last: destroyed (killed, reaped) first
-        Rank(const std::string &prefix) : out(1, prefix), err(2, prefix) {}
+        Rank(OutputSink *out_sink, OutputSink *err_sink, const std::string &prefix)
+            : out(out_sink, prefix), err(err_sink, prefix) {}
     };
 
     enum class Phase { kRunning, kTermSent, kKillSent };
 
+    // Queues "p2prun: <msg>\n" on stderr, after what the ranks wrote.
+    void say(const std::string &msg);
     bool prepare(std::string *error);
     bool start_ranks();
     void event_loop();
@@ -59,12 +63,20 @@ private:
     // Marks the groups of reaped ranks that /proc shows empty.
     void refresh_groups();
     bool any_group_alive();
+    bool all_groups_gone();
+    void close_streams();
+    bool output_pending() const;
+    bool output_blocked() const;
+    // Writes what the fds take now; what they do not is dropped (reported).
+    void finish_output();
     size_t open_streams() const;
     void set_exit_code(int code);
     int poll_timeout_ms(Clock::time_point now, bool leaders_done) const;
 
     Options opts_;
     SignalPipe signals_;
+    OutputSink out_{1};  // before ranks_: the relays point here
+    OutputSink err_{2};
     std::vector<std::unique_ptr<Rank>> ranks_;  // after signals_: destroyed first
     std::unordered_map<pid_t, int> rank_of_pid_;  // ranks not reaped yet
     Phase phase_ = Phase::kRunning;
@@ -75,6 +87,9 @@ private:
     Clock::time_point timeout_at_{};
     Clock::time_point kill_at_{};     // phase kTermSent: when SIGKILL follows
     Clock::time_point give_up_at_{};  // phase kKillSent: stop waiting
+    bool stopping_ = false;  // timeout or a signal: output is not waited for
+    bool have_output_deadline_ = false;
+    Clock::time_point output_deadline_{};
     bool drain_started_ = false;
     Clock::time_point drain_until_{};  // after all ranks are gone
 };

@@ -1,21 +1,19 @@
 #include "line_relay.h"
 
-#include "unique_fd.h"
-
 #include <cstring>
 
 namespace p2prun {
 
 void LineRelay::emit(const char *line, size_t len, bool add_newline) {
-    out_ += prefix_;
-    out_.append(line, len);
+    batch_ += prefix_;
+    batch_.append(line, len);
     if (add_newline) {
-        out_ += '\n';
+        batch_ += '\n';
     }
 }
 
 void LineRelay::feed(const char *data, size_t len) {
-    out_.clear();
+    batch_.clear();
     while (len > 0) {
         const char *nl = static_cast<const char *>(std::memchr(data, '\n', len));
         if (nl == nullptr) {
@@ -37,11 +35,9 @@ void LineRelay::feed(const char *data, size_t len) {
         data += n;
         len -= n;
     }
-    if (!out_.empty()) {
-        // p2prun's stdout may be closed (EPIPE is ignored): output is dropped
-        // then, the ranks keep running.
-        (void)write_all(out_fd_, out_.data(), out_.size());
-        out_.clear();
+    if (!batch_.empty()) {
+        out_->append(batch_);
+        batch_.clear();
     }
 }
 
@@ -49,11 +45,11 @@ void LineRelay::finish() {
     if (partial_.empty()) {
         return;
     }
-    out_.clear();
+    batch_.clear();
     emit(partial_.data(), partial_.size(), !prefix_.empty());
     partial_.clear();
-    (void)write_all(out_fd_, out_.data(), out_.size());
-    out_.clear();
+    out_->append(batch_);
+    batch_.clear();
 }
 
 } // namespace p2prun

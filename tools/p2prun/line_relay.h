@@ -3,6 +3,8 @@
 #ifndef P2PRUN_LINE_RELAY_H
 #define P2PRUN_LINE_RELAY_H
 
+#include "output_sink.h"
+
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -15,13 +17,15 @@ public:
     // that a rank that never writes '\n' cannot exhaust memory.
     static constexpr size_t kMaxLine = 64 * 1024;
 
-    // out_fd: where lines go (not owned). prefix: e.g. "[3] " or "" for none.
-    LineRelay(int out_fd, std::string prefix) : out_fd_(out_fd), prefix_(std::move(prefix)) {}
+    // out: where lines go (not owned). prefix: e.g. "[3] " or "" for none.
+    LineRelay(OutputSink *out, std::string prefix) : out_(out), prefix_(std::move(prefix)) {}
 
-    // Consumes a chunk read from the rank; writes every line it completes.
+    OutputSink *sink() const { return out_; }
+
+    // Consumes a chunk read from the rank; queues every line it completes.
     void feed(const char *data, size_t len);
 
-    // The rank's stream ended: writes a pending partial line (with a '\n'
+    // The rank's stream ended: queues a pending partial line (with a '\n'
     // added when prefixing, so the next rank's line starts on its own line).
     void finish();
 
@@ -31,10 +35,10 @@ public:
 private:
     void emit(const char *line, size_t len, bool add_newline);
 
-    int out_fd_;
+    OutputSink *out_;
     std::string prefix_;
     std::string partial_;
-    std::string out_;  // batch of whole prefixed lines, written at once
+    std::string batch_;  // whole prefixed lines, queued at once
 };
 
 } // namespace p2prun
