@@ -204,9 +204,14 @@ p2p_status_t p2p_context_destroy(p2p_context_h context);
 /* ---------------------------------------------------------------- bootstrap */
 
 typedef enum {
-    P2P_BOOTSTRAP_AUTO   = 0, /**< P2P_BOOTSTRAP, else PMIx when launched by
-                                   a PMIx server, else env/TCP when its
-                                   variables are set, else single */
+    P2P_BOOTSTRAP_AUTO   = 0, /**< P2P_BOOTSTRAP, else env/TCP when RANK,
+                                   WORLD_SIZE and MASTER_ADDR are all set,
+                                   else PMIx when launched by a PMIx server,
+                                   else env/TCP when RANK and WORLD_SIZE are
+                                   set, else single -- except under an MPI
+                                   launcher that started several ranks
+                                   (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1):
+                                   P2P_ERR_UNSUPPORTED, logged */
     P2P_BOOTSTRAP_TCP    = 1, /**< MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE */
     P2P_BOOTSTRAP_SINGLE = 2, /**< one process, rank 0 of 1 */
     P2P_BOOTSTRAP_PMIX   = 3  /**< PMIx (srun --mpi=pmix, mpirun);
@@ -217,7 +222,8 @@ typedef enum {
 /**
  * Join the job described by the environment (collective over the job).
  * Errors: P2P_ERR_INVALID_PARAM (bad type, NULL bootstrap_p, malformed
- * variables), P2P_ERR_UNSUPPORTED (type not available in this build),
+ * variables), P2P_ERR_UNSUPPORTED (type not available in this build; AUTO
+ * under an MPI launcher with neither PMIx nor the torchrun variables),
  * P2P_ERR_BOOTSTRAP (rendezvous failed: timeout, bad token, peer gone),
  * P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS passed).
  */

@@ -43,7 +43,8 @@ const ConfigVar kTable[] = {
      "set (a torchrun worker, even inside an srun or mpirun task), else pmix "
      "when a PMIx launcher (srun --mpi=pmix, mpirun) started the process, "
      "else tcp when RANK/WORLD_SIZE are set, else single. Only one of RANK "
-     "and WORLD_SIZE set is an error."},
+     "and WORLD_SIZE set is an error, and so is an MPI launcher's rank count "
+     "above 1 (OMPI_COMM_WORLD_SIZE, PMI_SIZE) with no PMIx and no RANK."},
     {"P2P_MASTER_ADDR", "",
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},

@@ -9,6 +9,7 @@
 #include "wireup/pmix_bootstrap.h"
 #include "wireup/tcp_env.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -21,6 +22,26 @@ namespace {
 bool env_set(const char *p2p_name, const char *fallback) {
     const char *from = nullptr;
     return !tcp_env_value(p2p_name, fallback, &from).empty();
+}
+
+/** An MPI launcher started this process as one of several (its rank count
+ *  above 1) although neither PMIx nor the torchrun variables are here
+ *  (MPICH/Intel MPI Hydra, or a build without PMIx under mpirun): falling
+ *  back to a single process would turn the job into independent rank-0
+ *  processes whose transfers to each other all fail. Logs why. */
+bool launched_as_many() {
+    for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+        const char *v = std::getenv(name);
+        if (v != nullptr && std::strtoul(v, nullptr, 10) > 1) {
+            P2P_LOG(P2P_LOG_ERROR, "bootstrap: %s=%s: launched as one of several "
+                    "ranks, but no PMIx server is visible (or this build has no "
+                    "PMIx); set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
+                    "for the tcp/env bootstrap, or P2P_BOOTSTRAP=single to run "
+                    "each process alone", name, v);
+            return true;
+        }
+    }
+    return false;
 }
 
 /** P2P_BOOTSTRAP=auto: the innermost launcher. The torchrun-style
@@ -40,6 +61,7 @@ p2p_status_t pick_auto(p2p_bootstrap_type_t *type) {
         return P2P_ERR_INVALID_PARAM;
     }
     if (!pmix_bootstrap_launched()) {
+        if (!rank && launched_as_many()) return P2P_ERR_UNSUPPORTED;
         *type = rank ? P2P_BOOTSTRAP_TCP : P2P_BOOTSTRAP_SINGLE;
         return P2P_OK;
     }

@@ -46,6 +46,30 @@ TEST_F(BootstrapEnv, AutoWithoutVariablesIsSingle) {
     EXPECT_EQ(P2P_OK, b->barrier());
 }
 
+// An MPI launcher without PMIx (MPICH's Hydra, or mpirun with a build
+// lacking PMIx) starts several ranks: each must not become a silent rank 0
+// of 1 (every transfer to the others would fail later).
+TEST_F(BootstrapEnv, AutoUnderAnMpiLauncherWithoutPmixIsAnError) {
+    if (pmix_bootstrap_launched()) GTEST_SKIP() << "run under a PMIx server";
+    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+        SCOPED_TRACE(var);
+        set(var, "4");
+        std::unique_ptr<Bootstrap> b;
+        EXPECT_EQ(P2P_ERR_UNSUPPORTED, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+        EXPECT_EQ(nullptr, b);
+        // Asked for by name, a single process is still what it says.
+        set("P2P_BOOTSTRAP", "single");
+        ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+        EXPECT_STREQ("single", b->name());
+        ::unsetenv("P2P_BOOTSTRAP");
+        b.reset();
+        set(var, "1");  // one rank launched: single is right
+        ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+        EXPECT_STREQ("single", b->name());
+        ::unsetenv(var);
+    }
+}
+
 TEST_F(BootstrapEnv, HalfSetEnvironmentIsAnError) {
     // Used to run as a single process, silently.
     const char *const cases[][3] = {{"RANK", "0", "WORLD_SIZE (or P2P_WORLD_SIZE) is not"},
