@@ -4,6 +4,7 @@
  */
 #include "core/comm.h"
 #include "core/context.h"
+#include "core/guard.h"
 #include "core/handles.h"
 #include "core/log.h"
 #include "core/mem.h"
@@ -61,33 +62,6 @@ Registry<MemEntry> &g_mems = *new Registry<MemEntry>();
  *  destroy, before UCX's own library destructors run. */
 void stop_all_progress() {
     g_contexts.for_each([](const ContextEntry &e) { e.ctx->stop_progress(); });
-}
-
-/** The status for the exception being handled (call only from a catch). */
-p2p_status_t caught(const char *what) noexcept {
-    try {
-        throw;
-    } catch (const std::bad_alloc &) {
-        P2P_LOG(P2P_LOG_ERROR, "%s: out of memory", what);
-        return P2P_ERR_NO_MEMORY;
-    } catch (const std::exception &e) {
-        P2P_LOG(P2P_LOG_ERROR, "%s: internal error: %s", what, e.what());
-        return P2P_ERR_TRANSPORT;
-    } catch (...) {
-        P2P_LOG(P2P_LOG_ERROR, "%s: unknown internal error", what);
-        return P2P_ERR_TRANSPORT;
-    }
-}
-
-/** The exception barrier of the C API. The per-message calls (post_single,
- *  p2p_comm_poll) write the try/catch themselves instead: a lambda
- *  capturing their arguments costs ~45 instructions of copying per call. */
-template <class F> p2p_status_t guarded(const char *what, F &&f) {
-    try {
-        return f();
-    } catch (...) {
-        return caught(what);
-    }
 }
 
 void destroy_mem(Registry<MemEntry>::Ref &ref) {
