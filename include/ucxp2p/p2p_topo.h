@@ -5,7 +5,10 @@
  * file captured elsewhere (lstopo --of xml), so the rail plan of another
  * machine can be previewed. Plans follow the P2P_RAILS, P2P_HCA and
  * P2P_IB_GID_INDEX variables and never override a UCX_* variable the user
- * set. Every function is thread-safe for distinct handles and never throws.
+ * set. Every function is thread-safe for distinct handles and never throws:
+ * besides the errors listed with each, an allocation failure inside it is
+ * P2P_ERR_NO_MEMORY and an unexpected internal error P2P_ERR_TRANSPORT
+ * (both logged).
  */
 #ifndef UCXP2P_P2P_TOPO_H
 #define UCXP2P_P2P_TOPO_H
@@ -29,18 +32,21 @@ typedef struct p2p_topo *p2p_topo_h;
  * Load a topology: the live machine when xml_path is NULL or "", else an
  * hwloc XML file. The live machine reads RoCE GIDs from
  * /sys/class/infiniband; an XML file reads none (see p2p_topo_set_sysfs).
+ * *topo_p is set only on success.
  * Errors: P2P_ERR_INVALID_PARAM (topo_p NULL, file missing or not hwloc
- * XML), P2P_ERR_UNSUPPORTED (built without hwloc), P2P_ERR_NO_MEMORY.
+ * XML), P2P_ERR_NO_DEVICE (hwloc could not inspect the live machine),
+ * P2P_ERR_UNSUPPORTED (built without hwloc), P2P_ERR_NO_MEMORY.
  */
 P2P_TOPO_API p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p);
 
-/** Errors: P2P_ERR_INVALID_HANDLE (NULL). */
+/** Errors: P2P_ERR_INVALID_HANDLE (NULL, unknown or already destroyed). */
 P2P_TOPO_API p2p_status_t p2p_topo_destroy(p2p_topo_h topo);
 
 /**
  * Read RoCE ports and GIDs from another sysfs tree (laid out as
  * /sys/class/infiniband: DEV/ports/N/gids/K ...); NULL or "" disables it.
- * Errors: P2P_ERR_INVALID_HANDLE.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_NO_MEMORY (the setting is then
+ * unchanged).
  */
 P2P_TOPO_API p2p_status_t p2p_topo_set_sysfs(p2p_topo_h topo, const char *sysfs_root);
 
@@ -58,7 +64,8 @@ P2P_TOPO_API p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_
  * Print NUMA nodes, GPUs, RDMA NICs (with PCIe bus id, NUMA node and
  * network interfaces) and, when EFA devices exist but the UCX in use is
  * older than 1.19, a warning with the fix.
- * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (stream NULL).
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (stream NULL),
+ * P2P_ERR_NO_MEMORY (output may then be partial).
  */
 P2P_TOPO_API p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *stream);
 
@@ -77,14 +84,15 @@ typedef struct {
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL,
  * local_rank >= local_size, malformed P2P_RAILS/P2P_IB_GID_INDEX, a device
  * named there that does not exist), P2P_ERR_NO_MEMORY (device list longer
- * than devices[]).
+ * than devices[], or an allocation failed). *info_p is set only on success.
  */
 P2P_TOPO_API p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size,
                                  p2p_rail_plan_info_t *info_p);
 
 /** Print the plan (rails, reason, GID, UCX settings, notes) of one local
- *  rank. Errors: as p2p_topo_plan_query, P2P_ERR_INVALID_PARAM (stream
+ *  rank. Errors: as p2p_topo_plan_query but P2P_ERR_NO_MEMORY only for a
+ *  failed allocation (no length limit), plus P2P_ERR_INVALID_PARAM (stream
  *  NULL). */
 P2P_TOPO_API p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size, FILE *stream);
@@ -92,18 +100,21 @@ P2P_TOPO_API p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_ra
 /**
  * Print every RDMA device under sysfs_root (NULL: /sys/class/infiniband):
  * ports, link layer, state and the GID index chosen for RoCE ports.
- * A missing tree prints "no rdma devices". Errors: P2P_ERR_INVALID_PARAM.
+ * A missing tree prints "no rdma devices". Errors: P2P_ERR_INVALID_PARAM
+ * (stream NULL), P2P_ERR_NO_MEMORY (output may then be partial).
  */
 P2P_TOPO_API p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *stream);
 
 /** Print the library version and compiled-in features (hwloc, PMIx, CUDA,
- *  UCX version built against). Errors: P2P_ERR_INVALID_PARAM. */
+ *  UCX version built against). Errors: P2P_ERR_INVALID_PARAM (stream
+ *  NULL). */
 P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
 
 /**
  * Print the UCX library version in use and the transports/devices UCX
  * finds (a short-lived UCP context; honours UCX_* variables).
- * Errors: P2P_ERR_INVALID_PARAM, P2P_ERR_TRANSPORT (UCX could not start).
+ * Errors: P2P_ERR_INVALID_PARAM (stream NULL), P2P_ERR_TRANSPORT (UCX
+ * could not start: bad UCX_* variable, no usable transport).
  */
 P2P_TOPO_API p2p_status_t p2p_ucx_print(FILE *stream);
 

@@ -3,6 +3,7 @@
 
 #include <ucxp2p/p2p_topo.h>
 
+#include "core/guard.h"
 #include "core/log.h"
 
 #include <ucp/api/ucp.h>
@@ -13,7 +14,9 @@
 #include <hwloc.h>
 #endif
 
-extern "C" p2p_status_t p2p_build_print(FILE *s) {
+namespace {
+
+p2p_status_t build_print(FILE *s) {
     if (s == nullptr) {
         return P2P_ERR_INVALID_PARAM;
     }
@@ -39,8 +42,6 @@ extern "C" p2p_status_t p2p_build_print(FILE *s) {
     return P2P_OK;
 }
 
-namespace {
-
 struct UcpConfig {
     ucp_config_t *cfg = nullptr;
     UcpConfig() = default;
@@ -61,9 +62,7 @@ struct UcpContext {
     }
 };
 
-} // namespace
-
-extern "C" p2p_status_t p2p_ucx_print(FILE *s) {
+p2p_status_t ucx_print(FILE *s) {
     if (s == nullptr) {
         return P2P_ERR_INVALID_PARAM;
     }
@@ -88,4 +87,14 @@ extern "C" p2p_status_t p2p_ucx_print(FILE *s) {
     }
     ucp_context_print_info(ctx.ctx, s);
     return P2P_OK;
+}
+
+} // namespace
+
+extern "C" p2p_status_t p2p_build_print(FILE *s) {
+    return ucxp2p::guarded("build print", [&] { return build_print(s); });
+}
+
+extern "C" p2p_status_t p2p_ucx_print(FILE *s) {
+    return ucxp2p::guarded("ucx print", [&] { return ucx_print(s); });
 }

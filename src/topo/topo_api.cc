@@ -3,6 +3,7 @@
 
 #include <ucxp2p/p2p_topo.h>
 
+#include "core/guard.h"
 #include "core/log.h"
 #include "topo/rail_plan.h"
 #include "topo/roce.h"
@@ -14,7 +15,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <set>
 
 struct p2p_topo {
@@ -38,6 +38,22 @@ bool valid(const p2p_topo *t) {
     return t != nullptr && registry().count(t) != 0;
 }
 
+/** The entry points that take a handle and a pointer argument: f() inside
+ *  the exception barrier once the handle is live (else INVALID_HANDLE) and
+ *  arg non-NULL (else INVALID_PARAM). */
+template <class F>
+p2p_status_t with_topo(const char *what, const p2p_topo *t, const void *arg, F &&f) {
+    return ucxp2p::guarded(what, [&]() -> p2p_status_t {
+        if (!valid(t)) {
+            return P2P_ERR_INVALID_HANDLE;
+        }
+        if (arg == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        return f();
+    });
+}
+
 p2p_status_t make_plan(p2p_topo_h t, uint32_t local_rank, uint32_t local_size,
                        RailPlan *plan) {
     PlanInput in = PlanInput::from_environment(local_rank, local_size);
@@ -56,75 +72,66 @@ void print_pci(FILE *s, const PciDevice &p) {
 extern "C" {
 
 p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p) {
-    if (topo_p == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    std::string path = xml_path != nullptr ? xml_path : "";
-    std::unique_ptr<p2p_topo> t(new (std::nothrow) p2p_topo);
-    if (!t) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    try {
+    return ucxp2p::guarded("topo load", [&]() -> p2p_status_t {
+        if (topo_p == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        std::string path = xml_path != nullptr ? xml_path : "";
+        auto t = std::make_unique<p2p_topo>();
         p2p_status_t st = Topology::load(path, &t->topo);
         if (st != P2P_OK) {
             return st;
         }
         t->sysfs_root = path.empty() ? kDefaultSysfsRoot : "";
-        std::lock_guard<std::mutex> lock(g_mutex);
-        registry().insert(t.get());
-    } catch (const std::bad_alloc &) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    *topo_p = t.release();
-    return P2P_OK;
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            registry().insert(t.get());
+        }
+        *topo_p = t.release();
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_destroy(p2p_topo_h topo) {
-    {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        if (topo == nullptr || registry().erase(topo) == 0) {
-            return P2P_ERR_INVALID_HANDLE;
+    return ucxp2p::guarded("topo destroy", [&]() -> p2p_status_t {
+        {
+            std::lock_guard<std::mutex> lock(g_mutex);
+            if (topo == nullptr || registry().erase(topo) == 0) {
+                return P2P_ERR_INVALID_HANDLE;
+            }
         }
-    }
-    delete topo;
-    return P2P_OK;
+        delete topo;
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_set_sysfs(p2p_topo_h topo, const char *sysfs_root) {
-    if (!valid(topo)) {
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    topo->sysfs_root = sysfs_root != nullptr ? sysfs_root : "";
-    return P2P_OK;
+    return ucxp2p::guarded("topo set_sysfs", [&]() -> p2p_status_t {
+        if (!valid(topo)) {
+            return P2P_ERR_INVALID_HANDLE;
+        }
+        topo->sysfs_root = sysfs_root != nullptr ? sysfs_root : "";
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_query(p2p_topo_h topo, p2p_topo_info_t *info_p) {
-    if (!valid(topo)) {
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    if (info_p == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    const Machine &m = topo->topo->machine();
-    p2p_topo_info_t info{};
-    info.num_numa_nodes = static_cast<uint32_t>(m.numa_nodes.size());
-    info.num_gpus = static_cast<uint32_t>(m.gpus.size());
-    info.num_nics = static_cast<uint32_t>(m.nics.size());
-    for (const Nic &n : m.nics) {
-        info.num_efa_nics += n.kind == NicKind::EFA ? 1 : 0;
-    }
-    *info_p = info;
-    return P2P_OK;
+    return with_topo("topo query", topo, info_p, [&]() -> p2p_status_t {
+        const Machine &m = topo->topo->machine();
+        p2p_topo_info_t info{};
+        info.num_numa_nodes = static_cast<uint32_t>(m.numa_nodes.size());
+        info.num_gpus = static_cast<uint32_t>(m.gpus.size());
+        info.num_nics = static_cast<uint32_t>(m.nics.size());
+        for (const Nic &n : m.nics) {
+            info.num_efa_nics += n.kind == NicKind::EFA ? 1 : 0;
+        }
+        *info_p = info;
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *s) {
-    if (!valid(topo)) {
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    if (s == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    try {
+    return with_topo("topo print", topo, s, [&]() -> p2p_status_t {
         const Machine &m = topo->topo->machine();
         std::fprintf(s, "topology: %s\n  numa nodes: %zu (", m.source.c_str(),
                      m.numa_nodes.size());
@@ -159,22 +166,14 @@ p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *s) {
         if (!warn.empty()) {
             std::fprintf(s, "  WARNING: %s\n", warn.c_str());
         }
-    } catch (const std::bad_alloc &) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    return P2P_OK;
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size,
                                  p2p_rail_plan_info_t *info_p) {
-    if (!valid(topo)) {
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    if (info_p == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    try {
+    return with_topo("topo plan query", topo, info_p, [&]() -> p2p_status_t {
         RailPlan plan;
         p2p_status_t st = make_plan(topo, local_rank, local_size, &plan);
         if (st != P2P_OK) {
@@ -190,42 +189,35 @@ p2p_status_t p2p_topo_plan_query(p2p_topo_h topo, uint32_t local_rank,
             devs += (devs.empty() ? "" : ",") + n.ucx_name();
         }
         if (devs.size() >= sizeof(info.devices)) {
+            P2P_LOG(P2P_LOG_ERROR, "topo plan query: device list of %zu chars "
+                    "does not fit devices[%zu]: %s", devs.size(),
+                    sizeof(info.devices), devs.c_str());
             return P2P_ERR_NO_MEMORY;
         }
         std::memcpy(info.devices, devs.c_str(), devs.size() + 1);
         *info_p = info;
-    } catch (const std::bad_alloc &) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    return P2P_OK;
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_topo_plan_print(p2p_topo_h topo, uint32_t local_rank,
                                  uint32_t local_size, FILE *s) {
-    if (!valid(topo)) {
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    if (s == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    try {
+    return with_topo("topo plan print", topo, s, [&]() -> p2p_status_t {
         RailPlan plan;
         p2p_status_t st = make_plan(topo, local_rank, local_size, &plan);
         if (st != P2P_OK) {
             return st;
         }
         std::fputs(rail_plan_describe(plan).c_str(), s);
-    } catch (const std::bad_alloc &) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    return P2P_OK;
+        return P2P_OK;
+    });
 }
 
 p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *s) {
-    if (s == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    try {
+    return ucxp2p::guarded("roce print", [&]() -> p2p_status_t {
+        if (s == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
         std::string root = sysfs_root != nullptr ? sysfs_root : kDefaultSysfsRoot;
         std::vector<std::string> devs = roce_list_devices(root);
         std::fprintf(s, "rdma devices in %s: %s\n", root.c_str(),
@@ -252,10 +244,8 @@ p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *s) {
                 std::fprintf(s, "\n");
             }
         }
-    } catch (const std::bad_alloc &) {
-        return P2P_ERR_NO_MEMORY;
-    }
-    return P2P_OK;
+        return P2P_OK;
+    });
 }
 
 } // extern "C"
