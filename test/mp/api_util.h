@@ -6,6 +6,8 @@
 
 #include <ucxp2p/p2p.h>
 
+#include "../scoped_env.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,34 +22,7 @@
 namespace apitest {
 
 /** Sets (or unsets, value NULL) an environment variable for one scope. */
-class EnvGuard {
-public:
-    EnvGuard(const char *name, const char *value) : name_(name) {
-        const char *old = std::getenv(name);
-        had_ = old != nullptr;
-        if (had_) {
-            old_ = old;
-        }
-        if (value != nullptr) {
-            setenv(name, value, 1);
-        } else {
-            unsetenv(name);
-        }
-    }
-    ~EnvGuard() {
-        if (had_) {
-            setenv(name_.c_str(), old_.c_str(), 1);
-        } else {
-            unsetenv(name_.c_str());
-        }
-    }
-    EnvGuard(const EnvGuard &) = delete;
-    EnvGuard &operator=(const EnvGuard &) = delete;
-
-private:
-    std::string name_, old_;
-    bool had_ = false;
-};
+using EnvGuard = p2ptest::ScopedEnv;
 
 /**
  * Run fn on another thread; if it has not returned after `seconds`, the

@@ -4,6 +4,8 @@
 #include "core/rails.h"
 #include "topo/rail_plan.h"
 
+#include "../scoped_env.h"
+
 #include <ucp/api/ucp.h>
 
 #include <gtest/gtest.h>
@@ -30,25 +32,7 @@ EnvLookup env_of(const std::map<std::string, std::string> &m) {
     };
 }
 
-/** Sets (or unsets, value nullptr) an environment variable for a scope. */
-class ScopedEnv {
-public:
-    ScopedEnv(const char *name, const char *value) : name_(name) {
-        const char *old = std::getenv(name);
-        had_ = old != nullptr;
-        if (had_) old_ = old;
-        if (value) setenv(name, value, 1); else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_.c_str(), old_.c_str(), 1); else unsetenv(name_.c_str());
-    }
-    ScopedEnv(const ScopedEnv &) = delete;
-    ScopedEnv &operator=(const ScopedEnv &) = delete;
-
-private:
-    std::string name_, old_;
-    bool had_ = false;
-};
+using p2ptest::ScopedEnv;
 
 /** The value UCX will use for NAME (without UCX_), via ucp_config_print. */
 std::string ucx_value(ucp_config_t *cfg, const char *name) {
