@@ -27,14 +27,17 @@ extern "C" {
 /**
  * Allocate length bytes (rounded up to whole pages, zero-filled) on NUMA
  * node numa_node, or on the node of this rank's rail plan when numa_node is
- * -1 (the node nearest its NICs / GPU; when that is unknown, the memory
- * follows the kernel's default policy), and register it with context.
+ * -1 (the node nearest its NICs / GPU; when that is unknown, or the kernel
+ * refuses it -- e.g. a cpuset whose mems exclude it -- the memory follows
+ * the kernel's default policy, logged at info), and register it with
+ * context.
  * Pages are placed when first touched. *address_p and *mem_p are set only
  * on success. Release with p2p_mem_free (not p2p_mem_deregister).
  * Errors: P2P_ERR_INVALID_HANDLE (context), P2P_ERR_INVALID_PARAM (zero
  * length, NULL address_p or mem_p, numa_node < -1 or not a node of this
  * machine), P2P_ERR_NO_MEMORY (mmap failed), P2P_ERR_UNSUPPORTED (the
- * kernel refused to bind to the node), P2P_ERR_TRANSPORT (registration).
+ * kernel refused to bind to numa_node >= 0), P2P_ERR_TRANSPORT
+ * (registration).
  */
 p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length, int numa_node,
                            void **address_p, p2p_mem_h *mem_p);

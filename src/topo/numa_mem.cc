@@ -12,7 +12,9 @@
 #include "core/mem.h"
 #include "core/rails.h"
 #include "core/shm_region.h"
+#include "topo/numa_mem.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -93,12 +95,19 @@ bool node_exists(int node) {
 }
 
 /** mbind(MPOL_BIND) of [addr, addr + len) to node; 0 or errno. */
-int bind_to_node(void *addr, size_t len, int node) {
+int mbind_node(void *addr, size_t len, int node) {
     unsigned long mask[kMaxNodes / (8 * sizeof(unsigned long))] = {};
     mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
     long rc = syscall(SYS_mbind, addr, len, kMpolBind, mask,
                       static_cast<unsigned long>(kMaxNodes + 1), 0UL);
     return rc == 0 ? 0 : errno;
+}
+
+std::atomic<ucxp2p::MbindFn> g_mbind_for_test{nullptr};
+
+int bind_to_node(void *addr, size_t len, int node) {
+    ucxp2p::MbindFn fn = g_mbind_for_test.load();
+    return fn != nullptr ? fn(addr, len, node) : mbind_node(addr, len, node);
 }
 
 p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
@@ -131,10 +140,18 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
     void *p = block.data();
     if (node >= 0) {
         int err = bind_to_node(p, len, node);
-        if (err != 0) {
+        if (err != 0 && numa_node >= 0) {
             P2P_LOG(P2P_LOG_ERROR, "mem alloc: mbind to numa node %d failed: %s",
                     node, std::strerror(err));
             return P2P_ERR_UNSUPPORTED;
+        }
+        if (err != 0) {
+            // Best effort (-1): e.g. a cpuset whose mems exclude the node
+            // nearest the NICs. Memory elsewhere beats no memory.
+            P2P_LOG(P2P_LOG_INFO, "mem alloc: mbind to numa node %d of the rail "
+                    "plan refused (%s); the kernel's default policy places it",
+                    node, std::strerror(err));
+            node = -1;
         }
     }
     p2p_mem_h mem = nullptr;
@@ -173,6 +190,8 @@ p2p_status_t mem_free(void *address, p2p_mem_h mem) {
 }
 
 } // namespace
+
+void ucxp2p::mem_set_mbind_for_test(MbindFn fn) { g_mbind_for_test.store(fn); }
 
 extern "C" p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length,
                                       int numa_node, void **address_p,

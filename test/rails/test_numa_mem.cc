@@ -1,12 +1,25 @@
 // p2p_mem_alloc / p2p_mem_free: memory on the requested NUMA node, usable
-// for send/recv through a 1-rank communicator, and bad arguments refused.
+// for send/recv through a 1-rank communicator, bad arguments refused, and
+// a refused NUMA binding: best effort for the plan's node, an error for an
+// explicit one.
+#include "ucxp2p_config.h"
+
 #include <ucxp2p/p2p.h>
 #include <ucxp2p/p2p_mem.h>
 
+#include "core/rails.h"
+#include "topo/numa_mem.h"
+
+#include "../shell.h"
+
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <unistd.h>
 
 namespace {
@@ -124,5 +137,107 @@ TEST_F(NumaMem, BadArguments) {
     EXPECT_EQ(P2P_OK, p2p_mem_free(p2, mem2));
     EXPECT_EQ(-1, p2p_mem_numa_node(nullptr, 10));
 }
+
+/** While alive, every NUMA binding of p2p_mem_alloc is refused with EPERM
+ *  (as for a node outside the process's cpuset) and counted. */
+class RefusedMbind {
+public:
+    RefusedMbind() {
+        calls_ = 0;
+        ucxp2p::mem_set_mbind_for_test(&refuse);
+    }
+    ~RefusedMbind() { ucxp2p::mem_set_mbind_for_test(nullptr); }
+    RefusedMbind(const RefusedMbind &) = delete;
+    RefusedMbind &operator=(const RefusedMbind &) = delete;
+    static int calls() { return calls_; }
+
+private:
+    static int refuse(void *, size_t, int) {
+        ++calls_;
+        return EPERM;
+    }
+    static int calls_;
+};
+int RefusedMbind::calls_ = 0;
+
+TEST_F(NumaMem, RefusedPlanNodeFallsBackToTheDefaultPolicy) {
+    if (ucxp2p::rails_numa() < 0) {
+        GTEST_SKIP() << "no rail plan node (built without hwloc?): -1 binds nothing";
+    }
+    RefusedMbind refused;
+    const size_t len = 1 << 16;
+    void *p = nullptr;
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, len, -1, &p, &mem));
+    EXPECT_EQ(1, RefusedMbind::calls());
+    std::memset(p, 0x5a, len);
+    EXPECT_GE(p2p_mem_numa_node(p, len), 0);
+    EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+}
+
+TEST_F(NumaMem, RefusedExplicitNodeIsUnsupported) {
+    RefusedMbind refused;
+    void *p = nullptr;
+    p2p_mem_h mem = nullptr;
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_mem_alloc(ctx_, 64, 0, &p, &mem));
+    EXPECT_EQ(1, RefusedMbind::calls());
+    EXPECT_EQ(nullptr, p);
+    EXPECT_EQ(nullptr, mem);
+}
+
+#ifdef HAVE_HWLOC
+
+/** The NUMA nodes this process may allocate on (Mems_allowed_list). */
+std::string mems_allowed() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.compare(0, 19, "Mems_allowed_list:\t") == 0) {
+            return line.substr(19);
+        }
+    }
+    return "";
+}
+
+// The kernel itself refuses: the rail plan of a two-node machine (the
+// gpu2_mlx2_bond fixture through HWLOC_XMLFILE; local rank 1 sits on node
+// 1) run where node 1 is not allowed (this VM has node 0 only). In a child
+// process (this test binary again): the topology is loaded once per
+// process, before this one's tests ran.
+TEST_F(NumaMem, PlanNodeTheKernelRefusesFallsBack) {
+    if (std::getenv("NUMA_MEM_CHILD") != nullptr) {
+        ASSERT_EQ(1, ucxp2p::rails_numa());
+        const size_t len = 1 << 16;
+        void *p = nullptr;
+        p2p_mem_h mem = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, len, -1, &p, &mem));
+        std::memset(p, 0x5a, len);
+        int node = p2p_mem_numa_node(p, len);
+        if (mems_allowed() == "0") {
+            EXPECT_EQ(0, node);  // refused: the default policy's node
+        } else {
+            EXPECT_GE(node, 0);
+        }
+        EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+        return;
+    }
+    const char *src = std::getenv("P2P_TOP_SRCDIR");
+    std::string xml = std::string(src != nullptr ? src : P2P_TOP_SRCDIR) +
+                      "/test/topo/fixtures/gpu2_mlx2_bond.xml";
+    std::string cmd = "env -u UCX_NET_DEVICES -u P2P_HCA -u P2P_IB_GID_INDEX "
+                      "-u SMDATAPARALLEL_DEVICE_NAME NUMA_MEM_CHILD=1 "
+                      "HWLOC_XMLFILE=" + xml + " P2P_LOCAL_RANK=1 "
+                      "P2P_LOCAL_WORLD_SIZE=2 P2P_RAILS=lo P2P_LOG_LEVEL=info "
+                      "timeout 60 /proc/" + std::to_string(getpid()) + "/exe "
+                      "--gtest_filter=NumaMem.PlanNodeTheKernelRefusesFallsBack 2>&1";
+    p2ptest::ShellResult r = p2ptest::run_shell(cmd);
+    EXPECT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("[  PASSED  ] 1 test")) << r.out;
+    if (mems_allowed() == "0") {
+        EXPECT_NE(std::string::npos, r.out.find("of the rail plan refused")) << r.out;
+    }
+}
+
+#endif
 
 } // namespace

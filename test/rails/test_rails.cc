@@ -5,6 +5,7 @@
 #include "topo/rail_plan.h"
 
 #include "../scoped_env.h"
+#include "../shell.h"
 
 #include <ucp/api/ucp.h>
 
@@ -325,14 +326,9 @@ TEST(ApplyUcx, EfaRailsNotPinnedWhenUcxCannotDriveEfa) {
                       " LOCAL_RANK=2 LOCAL_WORLD_SIZE=8 P2P_LOG_LEVEL=info P2P_BOOTSTRAP=single " +
                       std::string(build != nullptr ? build : P2P_TOP_BUILDDIR) +
                       "/tools/demo/p2p_demo -i 1 -s 64 -t 1 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    ASSERT_NE(nullptr, p);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    int rc = pclose(p);
-    EXPECT_EQ(0, rc) << out;
+    p2ptest::ShellResult r = p2ptest::run_shell(cmd);
+    const std::string &out = r.out;
+    EXPECT_EQ(0, r.status) << out;
     EXPECT_NE(std::string::npos, out.find("EFA needs UCX >= 1.19")) << out;
     EXPECT_NE(std::string::npos, out.find("efa rails not applied")) << out;
     EXPECT_EQ(std::string::npos, out.find("is not available")) << out;  // UCX's warning

@@ -1,6 +1,7 @@
 /* p2p_info end to end: --topology preview, --help, bad arguments. */
 #include "ucxp2p_config.h"
 
+#include "../shell.h"
 #include "topo_test_util.h"
 
 #include <cstdio>
@@ -20,18 +21,10 @@ struct Result {
 Result run(const std::string &args, const std::string &env = "") {
     std::string cmd = env + " timeout 60 " + topo_test::builddir() +
                       "/tools/info/p2p_info " + args + " 2>&1";
+    p2ptest::ShellResult sh = p2ptest::run_shell(cmd);
     Result r;
-    FILE *p = popen(cmd.c_str(), "r");
-    if (p == nullptr) {
-        return r;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) {
-        r.out.append(buf, n);
-    }
-    int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = std::move(sh.out);
+    r.status = sh.status != -1 && WIFEXITED(sh.status) ? WEXITSTATUS(sh.status) : -1;
     return r;
 }
 
