@@ -322,7 +322,7 @@ size_t mapped_bytes() {
 }
 
 /** The child of BatchTooLargeForMemoryPostsNothing: 0 when right. */
-int post_batch_beyond_memory() {
+[[maybe_unused]] int post_batch_beyond_memory() {
     p2p_context_h ctx = nullptr;
     p2p_bootstrap_h bs = nullptr;
     p2p_comm_h comm = nullptr;
