@@ -2,6 +2,8 @@
 #ifndef UCXP2P_TEST_TOPO_UTIL_H
 #define UCXP2P_TEST_TOPO_UTIL_H
 
+#include "../temp_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,40 +44,7 @@ inline bool exists(const std::string &path) {
         }                                                                      \
     } while (0)
 
-/** A temporary directory removed with everything in it. */
-class TempDir {
-public:
-    TempDir() {
-        std::string tmpl = std::filesystem::temp_directory_path().string() +
-                           "/p2p-topo-XXXXXX";
-        char *p = mkdtemp(&tmpl[0]);
-        if (p != nullptr) {
-            path_ = p;
-        }
-    }
-    ~TempDir() {
-        std::error_code ec;
-        if (!path_.empty()) {
-            std::filesystem::remove_all(path_, ec);
-        }
-    }
-    TempDir(const TempDir &) = delete;
-    TempDir &operator=(const TempDir &) = delete;
-    const std::string &path() const { return path_; }
-
-    /** Write content (a newline is added) to a file below the directory. */
-    void write(const std::string &rel, const std::string &content) const {
-        std::filesystem::path p = std::filesystem::path(path_) / rel;
-        std::filesystem::create_directories(p.parent_path());
-        std::ofstream(p) << content << "\n";
-    }
-    void mkdir(const std::string &rel) const {
-        std::filesystem::create_directories(std::filesystem::path(path_) / rel);
-    }
-
-private:
-    std::string path_;
-};
+using p2ptest::TempDir;
 
 /** One GID slot of DEV port PORT in a fake sysfs tree. type "" leaves the
  *  type file out (as the kernel does for an unused slot). */

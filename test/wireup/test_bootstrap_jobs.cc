@@ -111,19 +111,19 @@ TEST_F(BootstrapJobs, ConcurrentScansOnOneRangeDoNotMix) {
 TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
     // No token: the derived one must not hide the real disagreement.
     uint16_t port = wtest::free_port_block(1);
-    wtest::TempPath log0, log1;
+    p2ptest::TempDir logs;
     std::vector<int> pids;
     pids.push_back(wtest::spawn(job_env(0, 2, port, "1500", ""),
-                                [] { return tagged_job("x"); }, log0.path()));
+                                [] { return tagged_job("x"); }, logs.file("0")));
     pids.push_back(wtest::spawn(job_env(1, 3, port, "5000", ""),
-                                [] { return tagged_job("x"); }, log1.path()));
+                                [] { return tagged_job("x"); }, logs.file("1")));
     std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
     EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]);
     EXPECT_EQ(code(P2P_ERR_BOOTSTRAP), codes[1]);
     const std::string why = "world size 3, rank 0 has 2";
-    EXPECT_NE(std::string::npos, log0.read().find(why)) << log0.read();
-    EXPECT_NE(std::string::npos, log1.read().find(why)) << log1.read();
-    EXPECT_EQ(std::string::npos, log1.read().find("token")) << log1.read();
+    EXPECT_NE(std::string::npos, logs.read("0").find(why)) << logs.read("0");
+    EXPECT_NE(std::string::npos, logs.read("1").find(why)) << logs.read("1");
+    EXPECT_EQ(std::string::npos, logs.read("1").find("token")) << logs.read("1");
 }
 
 TEST_F(BootstrapJobs, MasterAddrSpellingDoesNotMatter) {
@@ -178,14 +178,14 @@ TEST_F(BootstrapJobs, RankZeroOutOfFdsFailsAtOnceAndSaysWhy) {
     // failed accept, until the deadline blamed the ranks.
     const uint32_t n = 12;
     uint16_t port = wtest::free_port_block(1);
-    wtest::TempPath log0;
+    p2ptest::TempDir logs;
     std::vector<int> pids;
     uint64_t t0 = wtest::now_ms();
     pids.push_back(wtest::spawn(job_env(0, n, port, "15000", ""), [] {
         uint64_t t = wtest::now_ms();
         int rc = rank0_with_few_fds(4, true, n);
         return wtest::now_ms() - t < 5000 ? rc : wtest::kTooSlow;
-    }, log0.path()));
+    }, logs.file("0")));
     for (uint32_t r = 1; r < n; ++r) {
         pids.push_back(wtest::spawn(job_env(r, n, port, "3000", ""),
                                     [] { return tagged_job("fd"); }));
@@ -198,7 +198,7 @@ TEST_F(BootstrapJobs, RankZeroOutOfFdsFailsAtOnceAndSaysWhy) {
             << "rank " << r << ": " << codes[r];
     }
     EXPECT_LT(wtest::now_ms() - t0, 10000u);
-    std::string log = log0.read();
+    std::string log = logs.read("0");
     EXPECT_NE(std::string::npos, log.find("RLIMIT_NOFILE")) << log;
     EXPECT_NE(std::string::npos, log.find("out of file descriptors")) << log;
     EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 10) << log;

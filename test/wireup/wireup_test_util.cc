@@ -102,39 +102,10 @@ Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
     return e;
 }
 
-TempPath::TempPath() {
-    char name[] = "/tmp/wireup_test.XXXXXX";
-    int fd = ::mkstemp(name);
-    if (fd >= 0) {
-        ::close(fd);
-        path_ = name;
-    }
-}
-
-TempPath::~TempPath() {
-    if (!path_.empty()) {
-        ::unlink(path_.c_str());
-    }
-}
-
-std::string TempPath::read() const {
-    std::string out;
-    FILE *f = std::fopen(path_.c_str(), "re");
-    if (f == nullptr) {
-        return out;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
-        out.append(buf, n);
-    }
-    std::fclose(f);
-    return out;
-}
-
 StderrCapture::StderrCapture() {
     std::fflush(stderr);
-    int fd = ::open(file_.path().c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    int fd = ::open(dir_.file("stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                    0600);
     if (fd >= 0) {
         saved_ = ::dup(2);
         ::dup2(fd, 2);
@@ -151,7 +122,7 @@ std::string StderrCapture::text() {
         ::close(saved_);
         saved_ = -1;
     }
-    return file_.read();
+    return dir_.read("stderr");
 }
 
 int spawn(const Env &env, const std::function<int()> &body,

@@ -9,6 +9,8 @@
 
 #include <ucxp2p/p2p.h>
 
+#include "../temp_dir.h"
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,21 +56,6 @@ Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
 int spawn(const Env &env, const std::function<int()> &body,
           const std::string &stderr_path = std::string());
 
-/** A fresh temporary file name (removed by the destructor). */
-class TempPath {
-public:
-    TempPath();
-    ~TempPath();
-    TempPath(const TempPath &) = delete;
-    TempPath &operator=(const TempPath &) = delete;
-    const std::string &path() const { return path_; }
-    /** The file's contents ("" when missing). */
-    std::string read() const;
-
-private:
-    std::string path_;
-};
-
 /** Sends this process's stderr to a file until text() is called. */
 class StderrCapture {
 public:
@@ -80,7 +67,7 @@ public:
     std::string text();
 
 private:
-    TempPath file_;
+    p2ptest::TempDir dir_;
     int saved_ = -1;
 };
 
