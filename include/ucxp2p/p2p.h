@@ -86,7 +86,8 @@ typedef enum {
                                          registration */
     P2P_ERR_BAD_RANK        =  -5,  /**< peer rank outside [0, size) */
     P2P_ERR_TRUNCATED       =  -6,  /**< message longer than the receive */
-    P2P_ERR_PEER_FAILURE    =  -7,  /**< peer died or became unreachable */
+    P2P_ERR_PEER_FAILURE    =  -7,  /**< peer died, became unreachable, or
+                                         shut its communicator down */
     P2P_ERR_CANCELED        =  -8,  /**< shut down before it finished */
     P2P_ERR_TIMEOUT         =  -9,
     P2P_ERR_BUSY            = -10,  /**< resource still in use (e.g. memory
@@ -281,6 +282,13 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * Cancel every pending operation: each gets one completion with
  * P2P_ERR_CANCELED (or its real status if it finished first). Later posts
  * fail with P2P_ERR_SHUTDOWN; the queues stay readable. Idempotent.
+ * Then this rank says goodbye to the peers it has an endpoint to (it named
+ * them in an operation): on their side, operations naming this rank that
+ * were still waiting (receives not yet matched, sends not yet received)
+ * complete with P2P_ERR_PEER_FAILURE, and later posts naming it fail with
+ * P2P_ERR_PEER_FAILURE -- except receives of messages that had already
+ * arrived, which still succeed. Messages that reach this communicator after
+ * it shut down are dropped.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);

@@ -38,6 +38,9 @@ void send_cb(void *request, ucs_status_t st, void *user_data) {
         delete op;
         return;
     }
+    if (st == UCS_OK && op->comm->send_unreceived(op)) {
+        st = UCS_ERR_CONNECTION_RESET;  // reported as P2P_ERR_PEER_FAILURE
+    }
     op->comm->complete(op, st, op->entry.bytes);
     ucp_request_free(request);
 }
@@ -200,10 +203,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
     ctx->set_goodbye_handler(c->id_, gen, [raw](uint32_t r) {
-        if (r < raw->size_ && r != raw->rank_) {
-            raw->peers_[r].left = true;
-            P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said goodbye", raw->id_, r);
-        }
+        if (r < raw->size_ && r != raw->rank_) raw->on_peer_left(r);
     });
     P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
             c->rank_, c->size_, (now_ns() - t0) / 1e6);
@@ -216,23 +216,17 @@ Comm::~Comm() {
         if (id_claimed_) ctx_->release_comm_id(id_);
         return;
     }
-    shutdown();
+    shutdown();  // says goodbye
     ctx_->set_goodbye_handler(id_, gen_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        drain_unexpected();
-        send_goodbyes();
+        drain_unexpected();  // what arrived since shutdown's drain
         for (uint32_t r = 0; r < size_; ++r) {
-            if (peers_[r].ep == nullptr) continue;
-            ucp_request_param_t prm = {};
-            prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-            prm.flags = peers_[r].failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-            void *req = ucp_ep_close_nbx(peers_[r].ep, &prm);
-            peers_[r].ep = nullptr;
-            if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+            close_ep(&peers_[r].ep, peers_[r].ep_error);
+            close_ep(&peers_[r].parked_ep, peers_[r].ep_error);
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
@@ -332,9 +326,36 @@ void Comm::complete_error(Op *op, ucs_status_t st) {
     finish(op, ps, 0);
 }
 
+void Comm::close_ep(ucp_ep_h *ep, bool force) {
+    if (*ep == nullptr) return;
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void *req = ucp_ep_close_nbx(*ep, &prm);
+    *ep = nullptr;
+    if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+}
+
+void Comm::on_peer_left(uint32_t peer) {
+    Peer &p = peers_[peer];
+    if (p.left) return;
+    p.left = true;
+    P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said goodbye", id_, peer);
+    // Park its endpoint: new posts naming it fail from now on.
+    if (!p.ep_error) {
+        p.parked_ep = p.ep;
+        p.ep = nullptr;
+    }
+    if (p.failed) return;  // its failure is handled already
+    p.failed = true;
+    failed_pending_.push_back(peer);
+    ctx_->request_deferred();  // handle_failures after this progress call
+}
+
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     Peer &p = peers_[peer];
-    if (p.failed) return;
+    if (p.ep_error) return;
+    p.ep_error = true;
     p.failed = true;
     // While shutting down, peers leaving first is expected, not a warning.
     if (p.left) {
@@ -362,26 +383,43 @@ void Comm::cancel_waits_from(uint32_t peer) {
     for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
 }
 
+bool Comm::ucx_sends_to(uint32_t peer) const {
+    for (const Op *op = ops_; op != nullptr; op = op->next) {
+        if (op->is_send && op->entry.peer == peer &&
+            (op->stage == Op::PLAIN || op->stage == Op::SEND_PUSH)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void Comm::handle_failures() {
     if (failed_pending_.empty()) return;
     std::vector<uint32_t> failed;
     failed.swap(failed_pending_);
     for (uint32_t peer : failed) {
         cancel_waits_from(peer);
-        // Force-close the endpoint: sends still queued on it fail now.
+        // A failed endpoint is closed by force: sends still queued on it
+        // fail now. One that said goodbye stays open (parked) while only
+        // its last messages may still be arriving, but not while sends to
+        // it wait in UCX: its drain answers those only if they reached it
+        // before it drained (an endpoint still being wired up may deliver
+        // later), so closing by force is what ends them. (The one cost: on
+        // a multi-lane endpoint, a fragment it sent before the goodbye on
+        // another lane could still be in flight and is cut off.)
         Peer &p = peers_[peer];
-        if (p.ep != nullptr) {
-            ucp_request_param_t prm = {};
-            prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-            prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-            void *req = ucp_ep_close_nbx(p.ep, &prm);
-            p.ep = nullptr;
-            if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+        if (p.ep_error) {
+            close_ep(&p.ep, true);
+            close_ep(&p.parked_ep, true);
+        } else if (ucx_sends_to(peer)) {
+            close_ep(&p.parked_ep, true);
         }
     }
 }
 
 void Comm::send_goodbyes() {
+    if (said_goodbye_) return;
+    said_goodbye_ = true;
     for (uint32_t r = 0; r < size_; ++r) {
         Peer &p = peers_[r];
         if (p.ep == nullptr || p.failed || r == rank_) continue;
@@ -445,20 +483,22 @@ void Comm::shutdown() {
         for (void *r : recvs) ucp_request_cancel(ctx_->worker(), r);
         // UCX cannot cancel a send; closing its endpoint by force does.
         for (uint32_t r = 0; r < size_; ++r) {
-            if (has_send[r] && peers_[r].ep != nullptr) {
-                ucp_request_param_t prm = {};
-                prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-                prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-                void *req = ucp_ep_close_nbx(peers_[r].ep, &prm);
-                peers_[r].ep = nullptr;
-                if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
-            }
+            if (has_send[r]) close_ep(&peers_[r].ep, true);
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
     if (!progress_until(*ctx_, [this] { return nops_ == 0; }, deadline)) {
         P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                 "shutdown", id_, nops_);
+    }
+    {
+        // Only now, with nothing of ours in flight (no single-copy write
+        // into a peer's buffer can follow): peers stop waiting for us. The
+        // drain then answers their sends that would wait for us forever
+        // (they report them unreceived: the goodbye came first).
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        send_goodbyes();
+        drain_unexpected();
     }
     cq_[0].notify_all();  // waiters recheck: nothing more can arrive
     cq_[1].notify_all();

@@ -210,6 +210,15 @@ public:
     void wdone_done(Op *op, ucs_status_t st);
     /** Endpoint error callback (worker lock held). */
     void on_peer_error(uint32_t peer, ucs_status_t st);
+    /** peer's goodbye arrived: it shut its communicator down, so nothing
+     *  more will come from it and nothing sent to it will be received.
+     *  Worker lock held (inside progress). */
+    void on_peer_left(uint32_t peer);
+    /** A send UCX finished with UCS_OK after its receiver left was
+     *  answered by the receiver's drain (drain_unexpected), not received. */
+    bool send_unreceived(const Op *op) const {
+        return op->is_send && peers_[op->entry.peer].left;
+    }
 
     /** Argument of an endpoint's error handler. */
     struct PeerRef {
@@ -221,13 +230,17 @@ private:
     struct Peer {
         PeerRef ref;
         ucp_ep_h ep = nullptr;
-        bool failed = false;
-        bool failure_handled = false;
+        // Its endpoint once it said goodbye: kept open (closing it could cut
+        // off what it sent last) but no longer handed out, so posts naming
+        // it fail (connect_ep sees failed); closed at destroy.
+        ucp_ep_h parked_ep = nullptr;
+        bool failed = false;    // no new operations: dead, unreachable or left
+        bool ep_error = false;  // UCX reported its endpoint failed
         bool cma = false;       // same host: single copy possible
         bool cma_off = false;   // the peer answered FALLBACK once
         bool cma_refused = false;  // we could not read the peer once
         bool cma_write_off = false;  // we could not write the peer once
-        bool left = false;      // said goodbye: its endpoint closing is no failure
+        bool left = false;      // said goodbye (shut down): see on_peer_left
         bool map_refused = false;  // its regions cannot be mapped here
         uint32_t pid = 0;
         int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
@@ -357,9 +370,11 @@ private:
     void send_ack(uint32_t peer, uint32_t seq, int32_t status, uint64_t addr = 0);
     void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
-    void send_goodbyes();   // worker lock held
+    void send_goodbyes();   // once; worker lock held
+    void close_ep(ucp_ep_h *ep, bool force);  // into closing_; worker lock held
     void drain_unexpected();  // worker lock held
     void cancel_waits_from(uint32_t peer);  // a dead peer's; worker lock held
+    bool ucx_sends_to(uint32_t peer) const;  // in flight in UCX; lock held
 
     std::shared_ptr<Context> ctx_;
     uint64_t ctx_id_ = 0;
@@ -385,6 +400,7 @@ private:
     uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
+    bool said_goodbye_ = false;
     CompletionQueue cq_[2];
 };
 

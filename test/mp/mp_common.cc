@@ -116,9 +116,13 @@ Rank::~Rank() {
 
 void Rank::barrier() { MP_OK(p2p_bootstrap_barrier(bs_)); }
 
-void Rank::finish() {
+void Rank::destroy_comm() {
     MP_OK(p2p_comm_destroy(comm_));
     comm_ = nullptr;
+}
+
+void Rank::finish() {
+    if (comm_ != nullptr) destroy_comm();
     MP_OK(p2p_bootstrap_destroy(bs_));
     bs_ = nullptr;
     MP_OK(p2p_context_destroy(ctx_));

@@ -82,7 +82,10 @@ public:
     uint32_t rank() const { return info_.rank; }
     uint32_t size() const { return info_.size; }
     void barrier();
-    /** Destroy comm, bootstrap and context, failing on any error status. */
+    /** Destroy the communicator only (bootstrap and context stay). */
+    void destroy_comm();
+    /** Destroy comm (unless destroy_comm did), bootstrap and context,
+     *  failing on any error status. */
     void finish();
 
 private:

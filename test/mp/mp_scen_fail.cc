@@ -11,11 +11,17 @@
  *       still receives what arrived (one receive per message: a batch
  *       naming one message twice gets it once and P2P_ERR_PEER_FAILURE
  *       once), and a receive of what never came fails at the post.
+ *   leave [destroy|shutdown]  (2 ranks) rank 1 sends one message, then
+ *       destroys (or shuts down) its communicator and lives on; rank 0's
+ *       receives nothing will match and its rendezvous send nobody
+ *       receives complete with P2P_ERR_PEER_FAILURE, the message that came
+ *       is still received, and new posts naming rank 1 fail.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -147,11 +153,16 @@ void run_killee(int argc, char **argv) {
 
 namespace {
 
+uint32_t g_self = 0;  // this rank, for shutdown_check
+
 void shutdown_check(const Xfer &x, const p2p_completion_t &c) {
     if (x.is_send && c.status == P2P_OK) {
         MP_CHECK(c.bytes == x.len, "send finished with %llu of %zu bytes",
                  static_cast<unsigned long long>(c.bytes), x.len);
         return; // an eager send may finish before the shutdown
+    }
+    if (x.peer != g_self && c.status == P2P_ERR_PEER_FAILURE) {
+        return;  // that peer shut down first: its goodbye came before ours
     }
     MP_CHECK(c.status == P2P_ERR_CANCELED,
              "%s peer %u tensor %u (%zu B) that nobody matched completed "
@@ -200,7 +211,9 @@ void run_shutdown(int, char **) {
     MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 0).empty(),
              "a receive completed although nothing can match it");
     MP_EXPECT_STATUS(P2P_ERR_BUSY, p2p_mem_deregister(buf.mem()));
+    r.barrier();  // every rank checked before any says goodbye
 
+    g_self = r.rank();
     auto t0 = Clock::now();
     MP_OK(p2p_comm_shutdown(r.comm()));
     collect(r.comm(), ops, 10, shutdown_check);
@@ -317,6 +330,69 @@ void run_dead_arrived(int, char **) {
     say("dead-arrived ok");
     buf.release();
     r.finish();
+}
+
+// ------------------------------------------------------------------ leave
+
+void run_leave(int argc, char **argv) {
+    const bool destroy = argc == 0 || std::strcmp(argv[0], "destroy") == 0;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "leave");
+    MP_CHECK(r.size() == 2, "leave runs on 2 ranks");
+    const size_t kSmall = 64, kBig = size_t(4) << 20;
+    const uint32_t kSent = 5, kNeverSmall = 100, kNeverBig = 101, kUnreceived = 200;
+    RegBuf buf(r.ctx(), 4 * kBig, 0xEE);
+    if (r.rank() == 1) {
+        fill_pattern(buf.data(), kSmall, 1, 0, kSent);
+        MP_OK(p2p_comm_send(r.comm(), 0, kSent, buf.data(), kSmall, buf.mem(), nullptr));
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send of %u", kSent);
+        r.barrier();  // rank 0 posted what will never match
+        say("leaving (%s)", destroy ? "destroy" : "shutdown");
+        if (destroy) {
+            r.destroy_comm();
+        } else {
+            MP_OK(p2p_comm_shutdown(r.comm()));
+        }
+        r.barrier();  // rank 0 checked
+        buf.release();
+        r.finish();
+        say("leave ok");
+        return;
+    }
+    std::vector<Xfer> ops = {{false, 1, kNeverSmall, kSmall, kBig},
+                             {false, 1, kNeverBig, kBig, 2 * kBig},
+                             {true, 1, kUnreceived, kBig, 3 * kBig}};
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const Xfer &x = ops[i];
+        uint8_t *at = buf.data() + x.off;
+        MP_OK(x.is_send ? p2p_comm_send(r.comm(), x.peer, x.tid, at, x.len, buf.mem(), ctx_of(i))
+                        : p2p_comm_recv(r.comm(), x.peer, x.tid, at, x.len, buf.mem(), ctx_of(i)));
+    }
+    r.barrier();
+    auto t0 = Clock::now();
+    collect(r.comm(), ops, 20, [](const Xfer &x, const p2p_completion_t &c) {
+        MP_CHECK(c.status == P2P_ERR_PEER_FAILURE,
+                 "%s of tensor %u naming the rank that left: status %d (%s), "
+                 "expected P2P_ERR_PEER_FAILURE", x.is_send ? "send" : "recv",
+                 x.tid, static_cast<int>(c.status), p2p_status_string(c.status));
+    });
+    say("pending operations failed %.3f s after the peer left", seconds_since(t0));
+    // What arrived before it left is still received; what never came fails.
+    MP_OK(p2p_comm_recv(r.comm(), 1, kSent, buf.data(), kSmall, buf.mem(), nullptr));
+    std::vector<p2p_completion_t> got = pop(r.comm(), P2P_QUEUE_RECV, 10000);
+    MP_CHECK(got.size() == 1 && got[0].status == P2P_OK && got[0].bytes == kSmall,
+             "the receive of what arrived gave %zu completions (status %d)",
+             got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
+    check_pattern(buf.data(), kSmall, 1, 0, kSent, "leave");
+    MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
+                     p2p_comm_recv(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
+    MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
+                     p2p_comm_send(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
+    expect_quiet(r.comm());
+    r.barrier();
+    buf.release();
+    r.finish();
+    say("leave ok");
 }
 
 } // namespace mp

@@ -342,6 +342,19 @@ TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     EXPECT_EQ(0u, count(out, "UCX  WARN")) << out;
 }
 
+// A rank that shuts its communicator down (or destroys it) while its
+// process lives on says goodbye: the other side's operations naming it stop
+// waiting (they used to wait until that process ended).
+TEST_P(MpTest, OperationsNamingARankThatLeftFail) {
+    for (const char *how : {"destroy", "shutdown"}) {
+        SCOPED_TRACE(how);
+        RunSpec s;
+        s.ranks = 2;
+        s.args = {"leave", how};
+        expect_pass(s, "leave ok");
+    }
+}
+
 TEST_P(MpTest, KillNineSurvivors) {
     RunSpec s;
     s.ranks = 3;
