@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -246,6 +247,29 @@ TEST(P2prunExit, ProcessThatLeftTheRanksGroupIsKilledAtTheEnd) {
     pid_t pid = read_pid(dir.file("bg"));
     ASSERT_GT(pid, 0);
     EXPECT_TRUE(process_gone(pid)) << "pid " << pid << " outlived p2prun";
+}
+
+// SIGKILL cannot be handled: the ranks end through their parent-death
+// signal, not through anything p2prun does.
+TEST(P2prunExit, RanksDieWithAP2prunKilledByForce) {
+    TempDir dir;
+    // exec: the recorded pid is the sleeping rank itself.
+    const std::string script = "echo $$ > " + dir.file("rank.$RANK.tmp") + " && mv " +
+                               dir.file("rank.$RANK.tmp") + " " + dir.file("rank.$RANK") +
+                               " && exec sleep 43";
+    P2prun p(dir, {"-n", "2", "sh", "-c", script});
+    ASSERT_TRUE(wait_for_files({dir.file("rank.0"), dir.file("rank.1")}, 10));
+    const pid_t ranks[] = {read_pid(dir.file("rank.0")), read_pid(dir.file("rank.1"))};
+    ASSERT_EQ(0, ::kill(p.pid(), SIGKILL));
+    Result r = p.wait(5);
+    EXPECT_EQ(128 + SIGKILL, r.code);
+    for (pid_t pid : ranks) {
+        ASSERT_GT(pid, 0);
+        double t0 = now_s();
+        while (!process_gone(pid) && now_s() - t0 < 5) ::usleep(10000);
+        EXPECT_TRUE(process_gone(pid)) << "rank pid " << pid << " outlived p2prun";
+        if (!process_gone(pid)) ::kill(pid, SIGKILL);  // leave no orphan behind
+    }
 }
 
 TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {

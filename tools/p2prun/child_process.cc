@@ -4,7 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,28 +14,6 @@
 namespace p2prun {
 
 namespace {
-
-// posix_spawn attributes and file actions, destroyed on scope exit.
-struct SpawnSetup {
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_t actions;
-    bool attr_ok = false;
-    bool actions_ok = false;
-    SpawnSetup() {
-        attr_ok = posix_spawnattr_init(&attr) == 0;
-        actions_ok = posix_spawn_file_actions_init(&actions) == 0;
-    }
-    ~SpawnSetup() {
-        if (actions_ok) {
-            posix_spawn_file_actions_destroy(&actions);
-        }
-        if (attr_ok) {
-            posix_spawnattr_destroy(&attr);
-        }
-    }
-    SpawnSetup(const SpawnSetup &) = delete;
-    SpawnSetup &operator=(const SpawnSetup &) = delete;
-};
 
 std::vector<char *> c_array(const std::vector<std::string> &v) {
     std::vector<char *> out;
@@ -47,6 +25,76 @@ std::vector<char *> c_array(const std::vector<std::string> &v) {
     return out;
 }
 
+// Blocks every signal for its scope: a handler of p2prun's must not run in
+// a child that has not reset it yet (it would write to p2prun's signal pipe).
+class AllSignalsBlocked {
+public:
+    AllSignalsBlocked() {
+        sigset_t all;
+        sigfillset(&all);
+        ::sigprocmask(SIG_SETMASK, &all, &saved_);
+    }
+    ~AllSignalsBlocked() { ::sigprocmask(SIG_SETMASK, &saved_, nullptr); }
+    AllSignalsBlocked(const AllSignalsBlocked &) = delete;
+    AllSignalsBlocked &operator=(const AllSignalsBlocked &) = delete;
+
+private:
+    sigset_t saved_;
+};
+
+// Makes `fd` the descriptor `target` of the new program (dup2 keeps the
+// close-on-exec flag when they are already the same).
+bool place_fd(int fd, int target) {
+    if (fd == target) {
+        return ::fcntl(fd, F_SETFD, 0) == 0;
+    }
+    return ::dup2(fd, target) == target;
+}
+
+// The child between fork and exec: async-signal-safe calls only. Reports
+// the errno of a failure on report_fd and exits 127; on success the exec
+// closes report_fd (close-on-exec) and the parent reads nothing.
+[[noreturn]] void exec_child(pid_t parent, const sigset_t &defaults, char *const argv[],
+                             char *const envp[], int out_fd, int err_fd, int report_fd) {
+    int err = 0;
+    // The rank dies with p2prun even when p2prun cannot act (SIGKILL, the
+    // OOM killer): SIGKILL, because nobody is left to escalate from a
+    // SIGTERM the rank ignores. The death signal survives the exec; the
+    // getppid check closes the window in which p2prun died before prctl.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        err = errno;
+    } else if (::getppid() != parent) {
+        err = ESRCH;
+    } else if (::setpgid(0, 0) != 0) {
+        err = errno;
+    }
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; err == 0 && sig < NSIG; ++sig) {
+        if (sigismember(&defaults, sig) == 1) ::sigaction(sig, &dfl, nullptr);
+    }
+    sigset_t empty;
+    sigemptyset(&empty);
+    if (err == 0) {
+        int null_fd = ::open("/dev/null", O_RDONLY);
+        if (null_fd < 0 || !place_fd(null_fd, 0) || !place_fd(out_fd, 1) ||
+            !place_fd(err_fd, 2)) {
+            err = errno;
+        } else {
+            if (null_fd != 0) ::close(null_fd);
+            ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+            ::execvpe(argv[0], argv, envp);
+            err = errno;
+        }
+    }
+    ssize_t w;
+    do {
+        w = ::write(report_fd, &err, sizeof(err));
+    } while (w < 0 && errno == EINTR);
+    ::_exit(127);
+}
+
 } // namespace
 
 int ChildProcess::spawn(const std::vector<std::string> &argv,
@@ -54,30 +102,43 @@ int ChildProcess::spawn(const std::vector<std::string> &argv,
     if (pid_ > 0 || argv.empty()) {
         return EINVAL;
     }
-    SpawnSetup s;
-    if (!s.attr_ok || !s.actions_ok) {
-        return ENOMEM;
-    }
-    sigset_t defaults, empty;
+    sigset_t defaults;
     SignalPipe::spawn_default_set(&defaults);
-    sigemptyset(&empty);
-    int rc = 0;
-    short flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
-    if ((rc = posix_spawnattr_setflags(&s.attr, flags)) != 0 ||
-        (rc = posix_spawnattr_setpgroup(&s.attr, 0)) != 0 ||
-        (rc = posix_spawnattr_setsigdefault(&s.attr, &defaults)) != 0 ||
-        (rc = posix_spawnattr_setsigmask(&s.attr, &empty)) != 0 ||
-        (rc = posix_spawn_file_actions_addopen(&s.actions, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
-        (rc = posix_spawn_file_actions_adddup2(&s.actions, out_fd, 1)) != 0 ||
-        (rc = posix_spawn_file_actions_adddup2(&s.actions, err_fd, 2)) != 0) {
-        return rc;
-    }
     std::vector<char *> cargv = c_array(argv);
     std::vector<char *> cenv = c_array(env);
-    pid_t pid = -1;
-    rc = posix_spawnp(&pid, cargv[0], &s.actions, &s.attr, cargv.data(), cenv.data());
-    if (rc != 0) {
-        return rc;
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) {
+        return errno;
+    }
+    const pid_t parent = ::getpid();
+    pid_t pid;
+    int fork_err = 0;
+    {
+        AllSignalsBlocked blocked;
+        pid = ::fork();
+        if (pid == 0) {
+            ::close(report[0]);
+            exec_child(parent, defaults, cargv.data(), cenv.data(), out_fd, err_fd,
+                       report[1]);
+        }
+        fork_err = errno;
+    }
+    ::close(report[1]);
+    if (pid < 0) {
+        ::close(report[0]);
+        return fork_err;
+    }
+    int child_err = 0;
+    ssize_t n;
+    do {
+        n = ::read(report[0], &child_err, sizeof(child_err));
+    } while (n < 0 && errno == EINTR);
+    ::close(report[0]);
+    if (n == static_cast<ssize_t>(sizeof(child_err))) {
+        int status = 0;
+        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        return child_err != 0 ? child_err : ECHILD;
     }
     pid_ = pid;
     return 0;

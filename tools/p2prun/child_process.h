@@ -19,7 +19,8 @@ public:
     ChildProcess &operator=(const ChildProcess &) = delete;
 
     // Starts argv[0] (searched in PATH) with exactly `env`, stdin from
-    // /dev/null, stdout/stderr on out_fd/err_fd, in a new process group.
+    // /dev/null, stdout/stderr on out_fd/err_fd, in a new process group,
+    // with SIGKILL as its parent-death signal (it dies with p2prun).
     // Returns 0, or the errno of the failure (ENOENT when the program cannot
     // be found: the exec error is reported, no process is left).
     int spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
