@@ -8,6 +8,7 @@
 
 #include <ucxp2p/p2p_topo.h>
 
+#include "../fail_new.h"
 #include "../scoped_env.h"
 #include "topo_test_util.h"
 
@@ -23,49 +24,14 @@ using topo_test::fixture;
 using topo_test::shared_xml;
 using topo_test::TempDir;
 
-/*
- * Allocation failure on demand: while t_fail_new is set, every operator new
- * of this thread fails. All forms are replaced (not just the one the others
- * call by default) so that under a sanitizer, which replaces them too,
- * memory is still freed by the allocator that made it.
- */
-namespace {
-
-thread_local bool t_fail_new = false;
-
-void *checked_malloc(std::size_t n) noexcept {
-    return t_fail_new ? nullptr : std::malloc(n == 0 ? 1 : n);
-}
-
-void *malloc_or_throw(std::size_t n) {
-    void *p = checked_malloc(n);
-    if (p == nullptr) {
-        throw std::bad_alloc();
-    }
-    return p;
-}
-
-} // namespace
-
-void *operator new(std::size_t n) { return malloc_or_throw(n); }
-void *operator new[](std::size_t n) { return malloc_or_throw(n); }
-void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return checked_malloc(n); }
-void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return checked_malloc(n); }
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete[](void *p) noexcept { std::free(p); }
-void operator delete(void *p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
-void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
-void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }
-
 namespace {
 
 /** f() with every allocation of this thread failing (until f returns or
  *  throws: an exception escaping the API then fails the test cleanly). */
 template <class F> p2p_status_t without_memory(F &&f) {
     struct Failing {
-        Failing() { t_fail_new = true; }
-        ~Failing() { t_fail_new = false; }
+        Failing() { p2ptest::fail_new_in_this_thread(true); }
+        ~Failing() { p2ptest::fail_new_in_this_thread(false); }
     } failing;
     return f();
 }

@@ -1,0 +1,46 @@
+/*
+ * See fail_new.h. Every form is replaced (not just the one the others call
+ * by default) so that under a sanitizer, which replaces them too, memory is
+ * still freed by the allocator that made it.
+ */
+#include "fail_new.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+
+thread_local bool t_fail = false;
+std::atomic<bool> g_fail{false};
+
+void *checked_malloc(std::size_t n) noexcept {
+    if (t_fail || g_fail.load(std::memory_order_relaxed)) return nullptr;
+    return std::malloc(n == 0 ? 1 : n);
+}
+
+void *malloc_or_throw(std::size_t n) {
+    void *p = checked_malloc(n);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+}
+
+} // namespace
+
+namespace p2ptest {
+
+void fail_new_in_this_thread(bool on) { t_fail = on; }
+void fail_new_everywhere(bool on) { g_fail.store(on); }
+
+} // namespace p2ptest
+
+void *operator new(std::size_t n) { return malloc_or_throw(n); }
+void *operator new[](std::size_t n) { return malloc_or_throw(n); }
+void *operator new(std::size_t n, const std::nothrow_t &) noexcept { return checked_malloc(n); }
+void *operator new[](std::size_t n, const std::nothrow_t &) noexcept { return checked_malloc(n); }
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete[](void *p) noexcept { std::free(p); }
+void operator delete(void *p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void *p, std::size_t) noexcept { std::free(p); }
+void operator delete(void *p, const std::nothrow_t &) noexcept { std::free(p); }
+void operator delete[](void *p, const std::nothrow_t &) noexcept { std::free(p); }

@@ -1,0 +1,21 @@
+/*
+ * Allocation failure on demand, for tests. A test program that links
+ * test/fail_new.cc has every form of operator new replaced (the library's
+ * allocations included: the executable's replacement serves the whole
+ * process); while failing is on, the throwing forms throw std::bad_alloc
+ * and the nothrow forms return NULL. malloc itself (UCX, hwloc) is left
+ * alone. Code that runs while failing is on must not allocate itself.
+ */
+#ifndef UCXP2P_TEST_FAIL_NEW_H
+#define UCXP2P_TEST_FAIL_NEW_H
+
+namespace p2ptest {
+
+/** Allocations of the calling thread only. */
+void fail_new_in_this_thread(bool on);
+/** Allocations of every thread (e.g. a library's progress thread). */
+void fail_new_everywhere(bool on);
+
+} // namespace p2ptest
+
+#endif
