@@ -178,6 +178,11 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
     c->free_ops_.reserve(kMaxCachedOps);  // free_op runs in UCX callbacks
+    // Appended to inside UCX callbacks and progress, where nothing may
+    // throw: a peer is queued at most twice (it left, its endpoint failed)
+    // and each endpoint is closed once.
+    c->failed_pending_.reserve(2 * size_t(c->size_));
+    c->closing_.reserve(c->size_);
     uint32_t ncma = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
         c->peers_[r].ref.comm = c.get();
@@ -333,7 +338,12 @@ void Comm::close_ep(ucp_ep_h *ep, bool force) {
     prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void *req = ucp_ep_close_nbx(*ep, &prm);
     *ep = nullptr;
-    if (UCS_PTR_IS_PTR(req)) closing_.push_back(req);
+    if (!UCS_PTR_IS_PTR(req)) return;
+    try {
+        closing_.push_back(req);  // within the capacity reserved at create
+    } catch (const std::bad_alloc &) {
+        ucp_request_free(req);  // the close goes on; nobody waits for it
+    }
 }
 
 void Comm::on_peer_left(uint32_t peer) {
@@ -374,11 +384,32 @@ void Comm::cancel_waits_from(uint32_t peer) {
     // Receives from a dead peer would wait forever: cancel them (their
     // completion reports P2P_ERR_PEER_FAILURE). One already matched (its
     // data arriving) is not in UCX's expected queue: cancel leaves it be.
+    cancel_receives([peer](const Op &op) {
+        bool waits_recv = !op.is_send || op.stage == Op::SEND_RTS ||
+                          op.stage == Op::SEND_SPLIT;
+        return waits_recv && op.entry.peer == peer;
+    });
+}
+
+template <class Pred> void Comm::cancel_receives(Pred pred) noexcept {
+    // Collected first: a cancellation runs the callback, which unlinks
+    // and recycles the Op while we walk the list.
     std::vector<void *> reqs;
-    for (Op *op = ops_; op != nullptr; op = op->next) {
-        bool waits_recv = !op->is_send || op->stage == Op::SEND_RTS ||
-                          op->stage == Op::SEND_SPLIT;
-        if (waits_recv && op->entry.peer == peer) reqs.push_back(op->request);
+    try {
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            if (pred(*op)) reqs.push_back(op->request);
+        }
+    } catch (const std::bad_alloc &) {
+        // Out of memory (this runs inside progress): one at a time, each
+        // op marked so a matched one that stays linked is not retried.
+        for (Op *op = ops_; op != nullptr; op = op->next) op->cancel_asked = false;
+        for (;;) {
+            Op *op = ops_;
+            while (op != nullptr && (op->cancel_asked || !pred(*op))) op = op->next;
+            if (op == nullptr) return;
+            op->cancel_asked = true;
+            ucp_request_cancel(ctx_->worker(), op->request);
+        }
     }
     for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
 }
@@ -394,10 +425,11 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
 }
 
 void Comm::handle_failures() {
-    if (failed_pending_.empty()) return;
-    std::vector<uint32_t> failed;
-    failed.swap(failed_pending_);
-    for (uint32_t peer : failed) {
+    // By index, not by swapping the vector away: its capacity (2 entries
+    // per peer, reserved at create) is what lets the UCX callbacks that
+    // append to it never allocate.
+    for (size_t i = 0; i < failed_pending_.size(); ++i) {
+        const uint32_t peer = failed_pending_[i];
         cancel_waits_from(peer);
         // A failed endpoint is closed by force: sends still queued on it
         // fail now. One that said goodbye stays open (parked) while only
@@ -415,6 +447,7 @@ void Comm::handle_failures() {
             close_ep(&p.parked_ep, true);
         }
     }
+    failed_pending_.clear();
 }
 
 void Comm::send_goodbyes() {
@@ -423,19 +456,15 @@ void Comm::send_goodbyes() {
     for (uint32_t r = 0; r < size_; ++r) {
         Peer &p = peers_[r];
         if (p.ep == nullptr || p.failed || r == rank_) continue;
-        auto *g = new Context::Goodbye{Context::kGoodbyeMagic, id_, gen_, rank_};
-        ucp_request_param_t prm = {};
-        prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        prm.cb.send = ctl_sent_cb<Context::Goodbye>;
-        prm.user_data = g;
-        void *req = ucp_am_send_nbx(p.ep, Context::kAmGoodbye, g, sizeof(*g),
-                                    nullptr, 0, &prm);
-        if (!UCS_PTR_IS_PTR(req)) {
-            if (UCS_PTR_STATUS(req) != UCS_OK) {
-                P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
-                        id_, r, ucs_status_string(UCS_PTR_STATUS(req)));
-            }
-            delete g;
+        const Context::Goodbye g{Context::kGoodbyeMagic, id_, gen_, rank_};
+        ucs_status_t st = send_small(g, [&](const Context::Goodbye *buf,
+                                            const ucp_request_param_t *prm) {
+            return ucp_am_send_nbx(p.ep, Context::kAmGoodbye, buf, sizeof(*buf),
+                                   nullptr, 0, prm);
+        });
+        if (st != UCS_OK) {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
+                    id_, r, ucs_status_string(st));
         }
     }
 }
@@ -466,24 +495,18 @@ void Comm::shutdown() {
     shut_.store(true);
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        std::vector<void *> recvs;
-        std::vector<bool> has_send(size_, false);
-        for (Op *op = ops_; op != nullptr; op = op->next) {
-            // A single-copy send waits on a receive (its ACK): cancel that.
-            // A split receive whose tail the sender may be writing is left
-            // to finish (core/cma.h): its WDONE comes, or the sender is gone.
-            if (op->stage == Op::RECV_SPLIT) continue;
-            if (!op->is_send || op->stage == Op::SEND_RTS ||
-                op->stage == Op::SEND_SPLIT) {
-                recvs.push_back(op->request);
-            } else {
-                has_send[op->entry.peer] = true;
-            }
-        }
-        for (void *r : recvs) ucp_request_cancel(ctx_->worker(), r);
+        // A single-copy send waits on a receive (its ACK): cancel that.
+        // A split receive whose tail the sender may be writing is left to
+        // finish (core/cma.h): its WDONE comes, or the sender is gone.
+        cancel_receives([](const Op &op) {
+            return op.stage != Op::RECV_SPLIT &&
+                   (!op.is_send || op.stage == Op::SEND_RTS || op.stage == Op::SEND_SPLIT);
+        });
         // UCX cannot cancel a send; closing its endpoint by force does.
-        for (uint32_t r = 0; r < size_; ++r) {
-            if (has_send[r]) close_ep(&peers_[r].ep, true);
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            if (op->is_send && (op->stage == Op::PLAIN || op->stage == Op::SEND_PUSH)) {
+                close_ep(&peers_[op->entry.peer].ep, true);
+            }
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;

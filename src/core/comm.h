@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -121,6 +122,7 @@ struct Op {
     // result and the poster completes the operation after the call returns.
     bool posting = false;
     bool done_in_post = false;
+    bool cancel_asked = false;   // Comm::cancel_receives' slow path
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
     uint64_t post_tag = 0;
@@ -161,6 +163,39 @@ template <class T>
 void ctl_sent_cb(void *request, ucs_status_t, void *user_data) {
     delete static_cast<T *>(user_data);
     ucp_request_free(request);
+}
+
+/**
+ * Send a small control message (ACK, WDONE, RTS, goodbye) from code that
+ * runs inside UCX callbacks, where nothing may throw. send(buffer, prm)
+ * posts it (ucp_tag_send_nbx or ucp_am_send_nbx). First from msg itself
+ * with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL (done inside the call, so msg need
+ * not outlive it: the usual case, no allocation); else from a heap copy the
+ * send callback frees. UCS_ERR_NO_MEMORY when that copy cannot be made.
+ */
+template <class T, class Send>
+ucs_status_t send_small(const T &msg, Send send) noexcept {
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    void *req = send(&msg, &prm);
+    if (req == nullptr) return UCS_OK;
+    if (UCS_PTR_IS_PTR(req)) {
+        // The flag rules this out (UCX returns UCS_OK or a status), and a
+        // request would still read msg after we return: never seen.
+        ucp_request_free(req);
+        return UCS_ERR_IO_ERROR;
+    }
+    if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) return UCS_PTR_STATUS(req);
+    T *copy = new (std::nothrow) T(msg);
+    if (copy == nullptr) return UCS_ERR_NO_MEMORY;
+    prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.cb.send = ctl_sent_cb<T>;
+    prm.user_data = copy;
+    req = send(copy, &prm);
+    if (UCS_PTR_IS_PTR(req)) return UCS_OK;  // the callback frees the copy
+    delete copy;
+    return UCS_PTR_STATUS(req);
 }
 
 class Comm {
@@ -375,6 +410,9 @@ private:
     void drain_unexpected();  // worker lock held
     void cancel_waits_from(uint32_t peer);  // a dead peer's; worker lock held
     bool ucx_sends_to(uint32_t peer) const;  // in flight in UCX; lock held
+    /** ucp_request_cancel every in-flight op pred(op) selects; no throw
+     *  (one at a time when out of memory). Worker lock held. */
+    template <class Pred> void cancel_receives(Pred pred) noexcept;
 
     std::shared_ptr<Context> ctx_;
     uint64_t ctx_id_ = 0;

@@ -56,20 +56,12 @@ void *post_ctl_recv(ucp_worker_h worker, Op *op, uint64_t tag,
     return req;
 }
 
-/** Control messages (RTS, ACK) own a heap copy of their payload. */
+/** A control message (RTS, ACK, WDONE) to ep: see send_small. */
 template <class T>
 ucs_status_t send_ctl(ucp_ep_h ep, uint64_t tag, const T &msg) {
-    T *copy = new T(msg);
-    ucp_request_param_t prm = {};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    prm.cb.send = ctl_sent_cb<T>;
-    prm.user_data = copy;
-    void *req = ucp_tag_send_nbx(ep, copy, sizeof(T), tag, &prm);
-    if (UCS_PTR_IS_PTR(req)) {
-        return UCS_OK;  // the callback frees the copy
-    }
-    delete copy;
-    return UCS_PTR_STATUS(req);
+    return send_small(msg, [&](const T *buf, const ucp_request_param_t *prm) {
+        return ucp_tag_send_nbx(ep, buf, sizeof(T), tag, prm);
+    });
 }
 
 

@@ -149,7 +149,8 @@ int main(int argc, char **argv) {
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
-        {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave}};
+        {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
+        {"leave-oom", mp::run_leave_oom}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

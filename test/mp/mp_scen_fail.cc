@@ -16,7 +16,11 @@
  *       receives nothing will match and its rendezvous send nobody
  *       receives complete with P2P_ERR_PEER_FAILURE, the message that came
  *       is still received, and new posts naming rank 1 fail.
+ *   leave-oom  (2 ranks) as leave, with every C++ allocation failing on
+ *       rank 0 while rank 1's goodbye is handled: its 64 pending receives
+ *       still complete with P2P_ERR_PEER_FAILURE, and nothing aborts.
  */
+#include "../fail_new.h"
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
@@ -393,6 +397,56 @@ void run_leave(int argc, char **argv) {
     buf.release();
     r.finish();
     say("leave ok");
+}
+
+// ------------------------------------------------------------------ leave-oom
+
+void run_leave_oom(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "leave-oom");
+    MP_CHECK(r.size() == 2, "leave-oom runs on 2 ranks");
+    constexpr size_t kOps = 64, kLen = 64;  // one completion-queue segment
+    RegBuf buf(r.ctx(), kOps * kLen, 0);
+    if (r.rank() == 1) {
+        // An endpoint to rank 0, so that the goodbye goes there.
+        MP_OK(p2p_comm_send(r.comm(), 0, 1, buf.data(), kLen, buf.mem(), nullptr));
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send");
+        r.barrier();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        r.destroy_comm();
+        r.barrier();
+        buf.release();
+        r.finish();
+        say("leave-oom ok");
+        return;
+    }
+    for (size_t i = 0; i < kOps; ++i) {
+        MP_OK(p2p_comm_recv(r.comm(), 1, 100 + static_cast<uint32_t>(i),
+                            buf.data() + i * kLen, kLen, buf.mem(), ctx_of(i)));
+    }
+    // Nothing below allocates until failing is off again: a stack array,
+    // no std::vector, no std::string.
+    p2p_completion_t e[kOps];
+    size_t got = 0, failed = 0;
+    r.barrier();  // rank 1 leaves 200 ms after it
+    p2ptest::fail_new_everywhere(true);
+    auto t0 = Clock::now();
+    while (got < kOps && seconds_since(t0) < 20) {
+        size_t n = 0;
+        p2p_status_t st = p2p_comm_wait(r.comm(), P2P_QUEUE_RECV, e, kOps - got, &n, 500);
+        MP_CHECK(st == P2P_OK || st == P2P_ERR_TIMEOUT, "wait returned %d (%s)",
+                 static_cast<int>(st), p2p_status_string(st));
+        for (size_t i = 0; i < n; ++i) failed += e[i].status == P2P_ERR_PEER_FAILURE;
+        got += n;
+    }
+    p2ptest::fail_new_everywhere(false);
+    MP_CHECK(got == kOps && failed == kOps, "%zu of %zu receives completed, %zu with "
+             "P2P_ERR_PEER_FAILURE, while allocations failed", got, kOps, failed);
+    expect_quiet(r.comm());
+    r.barrier();
+    buf.release();
+    r.finish();
+    say("leave-oom ok");
 }
 
 } // namespace mp
