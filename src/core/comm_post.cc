@@ -88,6 +88,9 @@ inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
 }
 
 bool Comm::send_now(const PostItem &it) {
+    // Room for its completion first: it is queued once the message is
+    // sent, when failing is too late (and the general path reserves too).
+    cq_[P2P_QUEUE_SEND].reserve(1);
     ucp_ep_h ep = peers_[it.peer].ep;
     if (ep == nullptr || it.mem->dead || !send_imm(it, ep)) {
         return false;
@@ -104,6 +107,7 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     if (spare_ == nullptr) {
         spare_ = alloc_op();  // before the probe: nothing below may throw
     }
+    cq_[P2P_QUEUE_RECV].reserve(1);  // likewise room for its completion
     ucp_worker_h worker = ctx_->worker();
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(tag_base_, it.peer, it.tensor_id),
@@ -184,9 +188,10 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             return st;
         }
     }
-    // An Op for every item in the cache before anything is posted: a batch
-    // too large for memory fails whole (P2P_ERR_NO_MEMORY from the throw),
-    // never after posting part of it.
+    // An Op for every item in the cache, and room for every completion,
+    // before anything is posted: a batch too large for memory fails whole
+    // (P2P_ERR_NO_MEMORY from the throw), never after posting part of it.
+    cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].reserve(count);
     if (free_ops_.size() < count) {
         free_ops_.reserve(count);  // then push_back cannot throw: no leak
         while (free_ops_.size() < count) free_ops_.push_back(new Op());

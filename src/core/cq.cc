@@ -11,15 +11,37 @@ CompletionQueue::CompletionQueue() : tail_(new Segment()), head_(tail_) {
 }
 
 CompletionQueue::~CompletionQueue() {
-    while (head_ != nullptr) {
-        Segment *next = head_->next.load(std::memory_order_relaxed);
-        delete head_;
-        head_ = next;
+    for (Segment *chain : {head_, spare_}) {
+        while (chain != nullptr) {
+            Segment *next = chain->next.load(std::memory_order_relaxed);
+            delete chain;
+            chain = next;
+        }
+    }
+}
+
+void CompletionQueue::reserve_slow(size_t n) {
+    const uint64_t need = pushed_.load(std::memory_order_relaxed) +
+                          pending_.load(std::memory_order_relaxed) + n;
+    while (capacity_ < need) {
+        Segment *s = new Segment();  // throws before anything is posted
+        s->next.store(spare_, std::memory_order_relaxed);
+        spare_ = s;
+        capacity_ += kSegEntries;
     }
 }
 
 void CompletionQueue::grow() {
-    Segment *s = new Segment();
+    // A spare reserve() set aside; a new one only if a push came without
+    // its reservation (a bug: it may throw where nothing may).
+    Segment *s = spare_;
+    if (s != nullptr) {
+        spare_ = s->next.load(std::memory_order_relaxed);
+        s->next.store(nullptr, std::memory_order_relaxed);
+    } else {
+        s = new Segment();
+        capacity_ += kSegEntries;
+    }
     // Linked before the entry is published: a consumer that sees the
     // entry's count also sees the link.
     tail_->next.store(s, std::memory_order_release);

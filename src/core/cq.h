@@ -32,8 +32,19 @@ public:
     CompletionQueue(const CompletionQueue &) = delete;
     CompletionQueue &operator=(const CompletionQueue &) = delete;
 
-    /** An operation was posted (it will push exactly one entry). Producer
-     *  side: serialized with push(). */
+    /** Room for n entries beyond those the pending operations will push,
+     *  without allocating: called before posting (the only place that
+     *  allocates, and may throw std::bad_alloc), so that a push -- inside a
+     *  UCX callback, where nothing may throw -- never allocates. Producer
+     *  side. Inline: one per post; allocates only every kSegEntries. */
+    void reserve(size_t n) {
+        if (pushed_.load(std::memory_order_relaxed) + pending_.load(std::memory_order_relaxed) +
+                n > capacity_) {
+            reserve_slow(n);
+        }
+    }
+    /** An operation was posted (it will push exactly one entry; reserve()
+     *  made room for it). Producer side: serialized with push(). */
     void add_pending(size_t n = 1) { add(&pending_, n); }
     /** Undo add_pending for operations that were not posted after all. */
     void drop_pending(size_t n) { add(&pending_, 0 - n); }
@@ -98,6 +109,7 @@ private:
         }
         return tail_->e[tail_pos_];
     }
+    void reserve_slow(size_t n);
     void publish(bool counted) {
         ++tail_pos_;
         pushed_.store(pushed_.load(std::memory_order_relaxed) + 1,
@@ -118,7 +130,7 @@ private:
         }
     }
 
-    void grow();          // the tail segment is full: link a new one
+    void grow();          // the tail segment is full: link a spare
     size_t pop_locked(p2p_completion_t *out, size_t max);  // mu_ held (or unlocked_)
     void wake_waiters();  // under mu_
 
@@ -129,6 +141,10 @@ private:
     // Producer side (serialized by the caller).
     Segment *tail_;
     size_t tail_pos_ = 0;
+    Segment *spare_ = nullptr;  // reserved segments, linked through next
+    // Entries ever pushed plus those the tail and the spares still hold:
+    // pushed_ + pending_ + n <= capacity_ means n more fit unallocated.
+    uint64_t capacity_ = kSegEntries;
     // Consumer side (under mu_). A std::mutex and std::condition_variable,
     // not core/lock.h's Mutex: condition_variable_any (which a custom
     // mutex needs) added ~6 us to every blocking wait's wake-up (8 B

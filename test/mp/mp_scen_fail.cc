@@ -17,7 +17,7 @@
  *       receives complete with P2P_ERR_PEER_FAILURE, the message that came
  *       is still received, and new posts naming rank 1 fail.
  *   leave-oom  (2 ranks) as leave, with every C++ allocation failing on
- *       rank 0 while rank 1's goodbye is handled: its 64 pending receives
+ *       rank 0 while rank 1's goodbye is handled: its 300 pending receives
  *       still complete with P2P_ERR_PEER_FAILURE, and nothing aborts.
  */
 #include "../fail_new.h"
@@ -405,7 +405,9 @@ void run_leave_oom(int, char **) {
     Rank r;
     set_identity(static_cast<int>(r.rank()), "leave-oom");
     MP_CHECK(r.size() == 2, "leave-oom runs on 2 ranks");
-    constexpr size_t kOps = 64, kLen = 64;  // one completion-queue segment
+    // More completions than one completion-queue segment holds (128): the
+    // queue grows while allocations fail (into what the posts reserved).
+    constexpr size_t kOps = 300, kLen = 64;
     RegBuf buf(r.ctx(), kOps * kLen, 0);
     if (r.rank() == 1) {
         // An endpoint to rank 0, so that the goodbye goes there.
