@@ -385,9 +385,7 @@ void Comm::cancel_waits_from(uint32_t peer) {
     // completion reports P2P_ERR_PEER_FAILURE). One already matched (its
     // data arriving) is not in UCX's expected queue: cancel leaves it be.
     cancel_receives([peer](const Op &op) {
-        bool waits_recv = !op.is_send || op.stage == Op::SEND_RTS ||
-                          op.stage == Op::SEND_SPLIT;
-        return waits_recv && op.entry.peer == peer;
+        return waits_on_receive(op) && op.entry.peer == peer;
     });
 }
 
@@ -416,10 +414,7 @@ template <class Pred> void Comm::cancel_receives(Pred pred) noexcept {
 
 bool Comm::ucx_sends_to(uint32_t peer) const {
     for (const Op *op = ops_; op != nullptr; op = op->next) {
-        if (op->is_send && op->entry.peer == peer &&
-            (op->stage == Op::PLAIN || op->stage == Op::SEND_PUSH)) {
-            return true;
-        }
+        if (is_ucx_send(*op) && op->entry.peer == peer) return true;
     }
     return false;
 }
@@ -499,14 +494,11 @@ void Comm::shutdown() {
         // A split receive whose tail the sender may be writing is left to
         // finish (core/cma.h): its WDONE comes, or the sender is gone.
         cancel_receives([](const Op &op) {
-            return op.stage != Op::RECV_SPLIT &&
-                   (!op.is_send || op.stage == Op::SEND_RTS || op.stage == Op::SEND_SPLIT);
+            return op.stage != Op::RECV_SPLIT && waits_on_receive(op);
         });
         // UCX cannot cancel a send; closing its endpoint by force does.
         for (Op *op = ops_; op != nullptr; op = op->next) {
-            if (op->is_send && (op->stage == Op::PLAIN || op->stage == Op::SEND_PUSH)) {
-                close_ep(&peers_[op->entry.peer].ep, true);
-            }
+            if (is_ucx_send(*op)) close_ep(&peers_[op->entry.peer].ep, true);
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;

@@ -134,6 +134,17 @@ struct Op {
     cma::Ack ack{};              // control receives land here
     alignas(8) uint8_t bounce[sizeof(cma::Rts)];  // small receive, see bounced
 };
+/** op waits on a UCX receive: a user receive, or a single-copy send's
+ *  answer (ACK, CTS). ucp_request_cancel ends it. */
+inline bool waits_on_receive(const Op &op) {
+    return !op.is_send || op.stage == Op::SEND_RTS || op.stage == Op::SEND_SPLIT;
+}
+/** op is a send whose bytes UCX moves: only closing its endpoint by force
+ *  ends it early. */
+inline bool is_ucx_send(const Op &op) {
+    return op.is_send && (op.stage == Op::PLAIN || op.stage == Op::SEND_PUSH);
+}
+
 /** Bytes of Op that Comm::alloc_op resets on reuse. */
 constexpr size_t kOpResetBytes = offsetof(Op, rts);
 static_assert(std::is_trivially_copyable<Op>::value, "Op is reset by copy");
