@@ -96,7 +96,8 @@ typedef enum {
     P2P_ERR_BOOTSTRAP       = -12,  /**< wireup failed (see log) */
     P2P_ERR_UNSUPPORTED     = -13,
     P2P_ERR_TRANSPORT       = -14,  /**< other UCX failure (see log) */
-    P2P_ERR_NO_DEVICE       = -15   /**< no usable transport/device */
+    P2P_ERR_NO_DEVICE       = -15,  /**< no usable transport/device */
+    P2P_ERR_INTERRUPTED     = -16   /**< p2p_comm_wait woken by p2p_comm_signal */
 } p2p_status_t;
 
 /** Static, human-readable text for a status; never NULL. */
@@ -398,13 +399,30 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
  * timeout_ms passes (-1: forever, 0: do not block).
  * Errors: as p2p_comm_poll (P2P_ERR_INVALID_PARAM also for a timeout_ms
  * below -1), plus P2P_ERR_TIMEOUT (nothing arrived in time;
- * *count_p is 0) and P2P_ERR_SHUTDOWN (the communicator was shut down or
+ * *count_p is 0), P2P_ERR_SHUTDOWN (the communicator was shut down or
  * destroyed -- also while this call waited -- and every entry has been
- * popped: nothing can arrive any more; *count_p is 0).
+ * popped: nothing can arrive any more; *count_p is 0) and
+ * P2P_ERR_INTERRUPTED (p2p_comm_signal on this queue, see there; *count_p
+ * is 0). Entries, then P2P_ERR_SHUTDOWN, take precedence over a signal.
  */
 p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max,
                            size_t *count_p, int timeout_ms);
+
+/**
+ * Wake the threads blocked in p2p_comm_wait on queue: each returns
+ * P2P_ERR_INTERRUPTED (or the entries that arrived meanwhile). With no
+ * thread blocked, the signal is kept: the next p2p_comm_wait on queue that
+ * finds no entry returns P2P_ERR_INTERRUPTED at once, even with timeout 0
+ * (signals kept count as one; a wait that returns entries leaves it kept).
+ * For a thread that waits on completions and must also react to the
+ * application's own events (stop, new work): set the event, then signal.
+ * May be called from any thread at any time, in every thread mode (also
+ * while another thread is inside a call under P2P_THREAD_SERIALIZED), and
+ * on a communicator that was shut down.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (bad queue).
+ */
+p2p_status_t p2p_comm_signal(p2p_comm_h comm, p2p_queue_t queue);
 
 /**
  * Number of posted operations that have not produced a completion yet.

@@ -8,7 +8,9 @@
  * the handles and the local queues and is never held across a blocking
  * ucxp2p call. Every call that uses the communicator or context outside mu_
  * counts itself in users_, and Shutdown destroys them only once users_ is 0
- * (blocking waits use short slices, so that happens quickly).
+ * (blocking waits use short slices, so that happens quickly). A call
+ * rejected at once queues its entry locally and signals the queue, so a
+ * completion call blocked in p2p_comm_wait returns it without delay.
  */
 #include "herring_internal.h"
 
@@ -365,15 +367,18 @@ void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t len
                            const_cast<void *>(context));
     }
     std::lock_guard<std::mutex> lock(mu_);
-    --users_;
-    cv_.notify_all();
     if (st != P2P_OK) {
         // The vendor call returns void: the error becomes its one entry.
         log(P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s", queue_name(q), rank,
             tensor_id, static_cast<unsigned long long>(length), p2p_status_string(st));
         drain_locked(q);
         local_[q].push_back(make_entry(context, peer, tid, map_status(st)));
+        // A completion call blocked in p2p_comm_wait returns now and finds
+        // the entry (comm is still ours: users_ not yet released).
+        p2p_comm_signal(comm, q);
     }
+    --users_;
+    cv_.notify_all();
 }
 
 CompletionEntry Runtime::pop(p2p_queue_t q) {
@@ -399,6 +404,9 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
         release_user();
         if (st == P2P_OK && n == 1) {
             return to_entry(c);
+        }
+        if (st == P2P_ERR_INTERRUPTED) {
+            continue;  // post() queued a local entry: take it above
         }
         if (st == P2P_ERR_SHUTDOWN) {
             // herringP2PShutdown is running in another thread: it moves the

@@ -521,6 +521,7 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
             ~SerialWait() { if (p != nullptr) p->serial_wait(false); }
         } serial{pr.serialized() ? &pr : nullptr};
         if (serial.p != nullptr) pr.serial_wait(true);
+        const uint64_t seen = q.signal_count();  // p2p_comm_signal from here on
         for (;;) {
             size_t n = q.pop(entries, max);
             if (n > 0) {
@@ -532,6 +533,10 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
             if (c->comm->is_shut() && q.pending() == 0 && q.empty()) {
                 *count_p = 0;
                 return P2P_ERR_SHUTDOWN;
+            }
+            if (q.take_signal(seen)) {
+                *count_p = 0;
+                return P2P_ERR_INTERRUPTED;
             }
             int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
             const bool expired = timeout_ms >= 0 && left_ms <= 0;
@@ -563,9 +568,22 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
             // recheck the deadline.
             pr.note_waiter();
             pr.waiter_blocked(true);
-            q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)));
+            q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)),
+                            seen);
             pr.waiter_blocked(false);
         }
+    });
+}
+
+p2p_status_t p2p_comm_signal(p2p_comm_h comm, p2p_queue_t queue) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (!valid_queue(queue)) return P2P_ERR_INVALID_PARAM;
+        c->comm->queue(queue).signal();  // a wait blocked on the queue
+        // A serialized-mode wait sleeps on the worker's events instead.
+        c->comm->context().progress().wake_idle();
+        return P2P_OK;
     });
 }
 

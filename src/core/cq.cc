@@ -89,13 +89,15 @@ size_t CompletionQueue::pop_locked(p2p_completion_t *out, size_t max) {
     return n;
 }
 
-bool CompletionQueue::wait_nonempty(int timeout_ms) {
+bool CompletionQueue::wait_nonempty(int timeout_ms, uint64_t seen) {
     std::unique_lock<std::mutex> lock(mu_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);  // Dekker with push()
     heavy_fence();  // pairs with push()'s light_fence()
-    auto nonempty = [this] {
+    auto nonempty = [this, seen] {
         return pushed_.load(std::memory_order_seq_cst) !=
-               popped_.load(std::memory_order_relaxed);  // popped_: under mu_
+                   popped_.load(std::memory_order_relaxed) ||  // popped_: under mu_
+               signals_.load(std::memory_order_acquire) != seen ||
+               kept_.load(std::memory_order_acquire);
     };
     bool ok;
     if (timeout_ms < 0) {
@@ -106,6 +108,12 @@ bool CompletionQueue::wait_nonempty(int timeout_ms) {
     }
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     return ok;
+}
+
+void CompletionQueue::signal() {
+    kept_.store(true, std::memory_order_release);
+    signals_.fetch_add(1, std::memory_order_acq_rel);
+    notify_all();
 }
 
 void CompletionQueue::notify_all() {

@@ -81,9 +81,27 @@ public:
      *  is not used there. Call before the first pop. */
     void disable_lock() { unlocked_ = true; }
 
-    /** Block until an entry is queued or timeout_ms passes (-1 forever).
-     *  Returns false on timeout. */
-    bool wait_nonempty(int timeout_ms);
+    /** Block until an entry is queued, a signal() comes after the one
+     *  the wait saw (seen, from signal_count()) or one is kept, or
+     *  timeout_ms passes (-1 forever). Returns false on timeout. */
+    bool wait_nonempty(int timeout_ms, uint64_t seen);
+
+    /** p2p_comm_signal: wake every wait_nonempty now blocked, and keep the
+     *  signal for a wait to come (take_signal). Any thread, any time. */
+    void signal();
+    /** Signals so far: a p2p_comm_wait reads it when it begins. */
+    uint64_t signal_count() const { return signals_.load(std::memory_order_acquire); }
+    /** Whether a wait that began at signal count seen was signalled (one
+     *  came since, or one is kept); takes the kept one. Lock-free: the
+     *  serialized mode's wait checks it every progress round. */
+    bool take_signal(uint64_t seen) {
+        if (signals_.load(std::memory_order_acquire) == seen &&
+            !kept_.load(std::memory_order_acquire)) {
+            return false;
+        }
+        kept_.store(false, std::memory_order_relaxed);
+        return true;
+    }
 
     bool empty() const { return size() == 0; }
     size_t pending() const { return pending_.load(std::memory_order_acquire); }
@@ -159,6 +177,10 @@ private:
     std::atomic<size_t> pending_{0};                // written by the producer
     alignas(64) std::atomic<uint64_t> popped_{0};   // written under mu_
     std::atomic<int> waiters_{0};
+    // signal(): count and kept flag written before mu_ is taken to notify,
+    // so a waiter checking them under mu_ never misses one.
+    std::atomic<uint64_t> signals_{0};
+    std::atomic<bool> kept_{false};
     bool unlocked_ = false;  // disable_lock()
 };
 

@@ -167,6 +167,12 @@ void Progress::idle(int timeout_ms) {
     poll(&pfd, 1, timeout_ms);
 }
 
+void Progress::wake_idle() {
+    if (serialized() && opts_.wakeup_supported) {
+        ucp_worker_signal(worker_);  // documented safe from any thread
+    }
+}
+
 void Progress::run_backstop() {
     // While the application calls, look whether it still does (a counter
     // read: nothing on its path), every kActiveMs at first and backing off

@@ -75,6 +75,9 @@ public:
      *  polls again); otherwise arms the worker and sleeps on its event fd
      *  (without event support: naps briefly). */
     void idle(int timeout_ms);
+    /** Serialized mode: end an idle() now sleeping (p2p_comm_signal from
+     *  another thread); elsewhere nothing sleeps there. Any thread. */
+    void wake_idle();
     /** Serialized mode: the application is inside p2p_comm_wait (which
      *  progresses by itself: the backstop stays away, so it never eats the
      *  worker events the wait sleeps on). */

@@ -52,6 +52,7 @@ extern "C" const char *p2p_status_string(p2p_status_t status) {
     case P2P_ERR_UNSUPPORTED:    return "unsupported";
     case P2P_ERR_TRANSPORT:      return "transport (UCX) error";
     case P2P_ERR_NO_DEVICE:      return "no usable device or transport";
+    case P2P_ERR_INTERRUPTED:    return "wait interrupted by p2p_comm_signal";
     }
     return "unknown status";
 }

@@ -47,7 +47,7 @@ TEST(CompletionQueue, ProducersAndConsumersLoseNothing) {
         consumers.emplace_back([&, c] {
             p2p_completion_t buf[16];
             while (popped.load() < kProducers * kPerProducer) {
-                if (!q.wait_nonempty(10)) continue;
+                if (!q.wait_nonempty(10, q.signal_count())) continue;
                 size_t n = q.pop(buf, 16);
                 for (size_t i = 0; i < n; ++i) {
                     // FIFO per producer, as seen by one consumer.
@@ -123,7 +123,7 @@ void expect_push_wakes_waiter_promptly() {
         for (int r = 0; r < kRounds; ++r) {
             round.store(r);
             auto t0 = std::chrono::steady_clock::now();
-            bool ok = q.wait_nonempty(10000);
+            bool ok = q.wait_nonempty(10000, q.signal_count());
             auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - t0).count();
             EXPECT_TRUE(ok);
@@ -163,7 +163,7 @@ TEST(CompletionQueue, PushWakesABlockedWaiterPromptlyWithFullFences) {
 TEST(CompletionQueue, WaitTimesOutWhenEmpty) {
     CompletionQueue q;
     auto t0 = std::chrono::steady_clock::now();
-    EXPECT_FALSE(q.wait_nonempty(50));
+    EXPECT_FALSE(q.wait_nonempty(50, q.signal_count()));
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                   std::chrono::steady_clock::now() - t0).count();
     EXPECT_GE(ms, 45);

@@ -30,6 +30,7 @@
 #include "vendor_herring.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,16 @@ int run_single(const char *want_devices) {
     expect_entry(herringP2PReadCompletion(), &ctx[8], 0, 52, RDMA_READ_FAIL);
     expect_entry(herringP2PReadCompletion(), &ctx[9], 0, 53, RDMA_READ_FAIL);
     expect_entry(herringP2PSendCompletion(), &ctx[10], 0, 54, RDMA_READ_FAIL);
+    // A completion call already blocked when another thread's call is
+    // rejected returns that call's own entry (not a made-up one).
+    {
+        CompletionEntry e{};
+        std::thread waiter([&] { e = herringP2PSendCompletion(); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let it block
+        herringP2PSend(5, src, mr, 10, 55, &ctx[15], 0);  // bad rank
+        waiter.join();
+        expect_entry(e, &ctx[15], 5, 55, RDMA_READ_FAIL);
+    }
 
     // Shutdown completes pending receives with RDMA_SHUTDOWN.
     herringP2PRecv(0, dst, mr, 64, 60, &ctx[11], 0);

@@ -31,23 +31,10 @@ protected:
     }
 };
 
-struct Modes {
-    p2p_progress_mode_t progress;
-    p2p_thread_mode_t threads;
-};
-
 // Every progress mode in both thread modes: in P2P_THREAD_SERIALIZED the
 // test thread's own p2p_comm_wait calls progress (the backstop thread only
 // between calls).
-class SelfSendSizes : public ApiFixture, public ::testing::WithParamInterface<Modes> {
-protected:
-    void SetUp() override {
-        p2p_config_t cfg = apitest::mode_config(GetParam().progress);
-        cfg.field_mask |= P2P_CONFIG_FIELD_THREAD_MODE;
-        cfg.thread_mode = GetParam().threads;
-        open(&cfg);
-    }
-};
+class SelfSendSizes : public apitest::ModesFixture {};
 
 } // namespace
 
@@ -288,15 +275,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, SelfSend,
                              return mode_name(i.param);
                          });
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, SelfSendSizes,
-    ::testing::Values(Modes{P2P_PROGRESS_ADAPTIVE, P2P_THREAD_MULTI},
-                      Modes{P2P_PROGRESS_BUSY, P2P_THREAD_MULTI},
-                      Modes{P2P_PROGRESS_EVENT, P2P_THREAD_MULTI},
-                      Modes{P2P_PROGRESS_ADAPTIVE, P2P_THREAD_SERIALIZED},
-                      Modes{P2P_PROGRESS_BUSY, P2P_THREAD_SERIALIZED},
-                      Modes{P2P_PROGRESS_EVENT, P2P_THREAD_SERIALIZED}),
-    [](const ::testing::TestParamInfo<Modes> &i) {
-        return mode_name(i.param.progress) +
-               (i.param.threads == P2P_THREAD_SERIALIZED ? "_serialized" : "_multi");
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, SelfSendSizes, apitest::all_modes(), apitest::modes_name);

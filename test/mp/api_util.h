@@ -124,6 +124,39 @@ protected:
     p2p_comm_h comm_ = nullptr;
 };
 
+/** A progress mode and a thread mode, for tests run in each pair. */
+struct Modes {
+    p2p_progress_mode_t progress;
+    p2p_thread_mode_t threads;
+};
+
+/** Every progress mode in both thread modes. */
+inline auto all_modes() {
+    return ::testing::Values(Modes{P2P_PROGRESS_ADAPTIVE, P2P_THREAD_MULTI},
+                             Modes{P2P_PROGRESS_BUSY, P2P_THREAD_MULTI},
+                             Modes{P2P_PROGRESS_EVENT, P2P_THREAD_MULTI},
+                             Modes{P2P_PROGRESS_ADAPTIVE, P2P_THREAD_SERIALIZED},
+                             Modes{P2P_PROGRESS_BUSY, P2P_THREAD_SERIALIZED},
+                             Modes{P2P_PROGRESS_EVENT, P2P_THREAD_SERIALIZED});
+}
+
+/** Test name suffix for a Modes parameter. */
+inline std::string modes_name(const ::testing::TestParamInfo<Modes> &i) {
+    return mode_name(i.param.progress) +
+           (i.param.threads == P2P_THREAD_SERIALIZED ? "_serialized" : "_multi");
+}
+
+/** ApiFixture opened in the parameter's modes. */
+class ModesFixture : public ApiFixture, public ::testing::WithParamInterface<Modes> {
+protected:
+    void SetUp() override {
+        p2p_config_t cfg = mode_config(GetParam().progress);
+        cfg.field_mask |= P2P_CONFIG_FIELD_THREAD_MODE;
+        cfg.thread_mode = GetParam().threads;
+        open(&cfg);
+    }
+};
+
 /** An address that was never returned by the library, usable as any handle. */
 template <typename H> H bogus_handle() {
     static uint64_t junk[64] = {0xdeadbeefdeadbeefull, 0x1234, 0x5678};
