@@ -183,6 +183,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     // and each endpoint is closed once.
     c->failed_pending_.reserve(2 * size_t(c->size_));
     c->closing_.reserve(c->size_);
+    c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
     uint32_t ncma = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
         c->peers_[r].ref.comm = c.get();
@@ -229,6 +230,11 @@ Comm::~Comm() {
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
         drain_unexpected();  // what arrived since shutdown's drain
+        for (Flushing &f : flushing_) {  // only if shutdown gave up waiting
+            ucp_request_free(f.flush);
+            close_ep(&f.ep, true);
+        }
+        flushing_.clear();
         for (uint32_t r = 0; r < size_; ++r) {
             close_ep(&peers_[r].ep, peers_[r].ep_error);
             close_ep(&peers_[r].parked_ep, peers_[r].ep_error);
@@ -420,6 +426,7 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
 }
 
 void Comm::handle_failures() {
+    close_flushed();
     // By index, not by swapping the vector away: its capacity (2 entries
     // per peer, reserved at create) is what lets the UCX callbacks that
     // append to it never allocate.
@@ -431,7 +438,8 @@ void Comm::handle_failures() {
         // its last messages may still be arriving, but not while sends to
         // it wait in UCX: its drain answers those only if they reached it
         // before it drained (an endpoint still being wired up may deliver
-        // later), so closing by force is what ends them. (The one cost: on
+        // later), so closing by force (once flushed: force_close_flushed)
+        // is what ends them. (The one cost: on
         // a multi-lane endpoint, a fragment it sent before the goodbye on
         // another lane could still be in flight and is cut off.)
         Peer &p = peers_[peer];
@@ -439,51 +447,10 @@ void Comm::handle_failures() {
             close_ep(&p.ep, true);
             close_ep(&p.parked_ep, true);
         } else if (ucx_sends_to(peer)) {
-            close_ep(&p.parked_ep, true);
+            force_close_flushed(&p.parked_ep, peer, false);
         }
     }
     failed_pending_.clear();
-}
-
-void Comm::send_goodbyes() {
-    if (said_goodbye_) return;
-    said_goodbye_ = true;
-    for (uint32_t r = 0; r < size_; ++r) {
-        Peer &p = peers_[r];
-        if (p.ep == nullptr || p.failed || r == rank_) continue;
-        const Context::Goodbye g{Context::kGoodbyeMagic, id_, gen_, rank_};
-        ucs_status_t st = send_small(g, [&](const Context::Goodbye *buf,
-                                            const ucp_request_param_t *prm) {
-            return ucp_am_send_nbx(p.ep, Context::kAmGoodbye, buf, sizeof(*buf),
-                                   nullptr, 0, prm);
-        });
-        if (st != UCS_OK) {
-            P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
-                    id_, r, ucs_status_string(st));
-        }
-    }
-}
-
-void Comm::drain_unexpected() {
-    // Messages sent to this communicator and never received (or answers to
-    // operations shutdown canceled): each is received into nothing (a
-    // truncation, which also answers a rendezvous sender) so UCX frees it.
-    // The next communicator with this id has another generation and would
-    // not match them, but they would stay queued for the worker's life.
-    ucp_worker_h w = ctx_->worker();
-    size_t n = 0;
-    ucp_tag_recv_info_t info;
-    ucp_tag_message_h msg;
-    while ((msg = ucp_tag_probe_nb(w, tag_base_, kCommIdMask, 1, &info)) != nullptr) {
-        ucp_request_param_t prm = {};
-        void *r = ucp_tag_msg_recv_nbx(w, nullptr, 0, msg, &prm);
-        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released once done
-        ++n;
-    }
-    if (n != 0) {
-        P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages nobody received",
-                id_, n);
-    }
 }
 
 void Comm::shutdown() {
@@ -496,13 +463,11 @@ void Comm::shutdown() {
         cancel_receives([](const Op &op) {
             return op.stage != Op::RECV_SPLIT && waits_on_receive(op);
         });
-        // UCX cannot cancel a send; closing its endpoint by force does.
-        for (Op *op = ops_; op != nullptr; op = op->next) {
-            if (is_ucx_send(*op)) close_ep(&peers_[op->entry.peer].ep, true);
-        }
+        close_sending_eps();
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
-    if (!progress_until(*ctx_, [this] { return nops_ == 0; }, deadline)) {
+    if (!progress_until(*ctx_, [this] { return nops_ == 0 && flushing_.empty(); },
+                        deadline)) {
         P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                 "shutdown", id_, nops_);
     }

@@ -288,6 +288,7 @@ private:
         bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye (shut down): see on_peer_left
         bool map_refused = false;  // its regions cannot be mapped here
+        uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
         uint32_t pid = 0;
         int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
         uint64_t epoch_ino = 0;
@@ -417,7 +418,27 @@ private:
     void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
     void send_goodbyes();   // once; worker lock held
+    void say_goodbye(uint32_t peer, ucp_ep_h ep);  // worker lock held
+    // Shutdown's first step for the sends UCX moves: goodbye where it may
+    // be said, then a forced close (force_close_flushed). Worker lock held.
+    void close_sending_eps();
     void close_ep(ucp_ep_h *ep, bool force);  // into closing_; worker lock held
+    /** Close *ep by force (ending the sends on it) once a flush says its
+     *  wireup is over, saying goodbye on it first if goodbye: UCX 1.13
+     *  aborts when a forced close purges a tcp endpoint's pending wireup
+     *  request (the assertion openucx/ucx#8175 removed). *ep is nullptr on
+     *  return; the close happens now or in close_flushed. Lock held. */
+    void force_close_flushed(ucp_ep_h *ep, uint32_t peer, bool goodbye);
+    /** The endpoints force_close_flushed left flushing: close those whose
+     *  flush ended or whose P2P_PEER_TIMEOUT_MS passed. Deferred hook. */
+    void close_flushed();
+    struct Flushing {
+        ucp_ep_h ep;
+        void *flush;        // its ucp_ep_flush_nbx request
+        int64_t deadline_ns;
+        uint32_t peer;
+        bool goodbye;
+    };
     void drain_unexpected();  // worker lock held
     void cancel_waits_from(uint32_t peer);  // a dead peer's; worker lock held
     bool ucx_sends_to(uint32_t peer) const;  // in flight in UCX; lock held
@@ -438,6 +459,7 @@ private:
     std::unique_ptr<Peer[]> peers_;
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<void *> closing_;           // ep close requests in flight
+    std::vector<Flushing> flushing_;        // see force_close_flushed
     Op *ops_ = nullptr;                      // in-flight operations
     std::vector<Op *> free_ops_;             // recycled Op objects
     Op *spare_ = nullptr;                    // a fresh Op kept for recv_now

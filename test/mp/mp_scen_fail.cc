@@ -11,11 +11,14 @@
  *       still receives what arrived (one receive per message: a batch
  *       naming one message twice gets it once and P2P_ERR_PEER_FAILURE
  *       once), and a receive of what never came fails at the post.
- *   leave [destroy|shutdown]  (2 ranks) rank 1 sends one message, then
- *       destroys (or shuts down) its communicator and lives on; rank 0's
- *       receives nothing will match and its rendezvous send nobody
- *       receives complete with P2P_ERR_PEER_FAILURE, the message that came
- *       is still received, and new posts naming rank 1 fail.
+ *   leave [destroy|shutdown|shutdown-sending]  (2 ranks) rank 1 sends one
+ *       message, then destroys (or shuts down) its communicator and lives
+ *       on; rank 0's receives nothing will match and its rendezvous send
+ *       nobody receives complete with P2P_ERR_PEER_FAILURE, the message
+ *       that came is still received, and new posts naming rank 1 fail.
+ *       shutdown-sending: rank 1 also leaves a 128 KiB send rank 0 never
+ *       receives in flight (its endpoint is closed by force: the goodbye
+ *       must still reach rank 0).
  *   leave-oom  (2 ranks) as leave, with every C++ allocation failing on
  *       rank 0 while rank 1's goodbye is handled: its 300 pending receives
  *       still complete with P2P_ERR_PEER_FAILURE, and nothing aborts.
@@ -339,23 +342,39 @@ void run_dead_arrived(int, char **) {
 // ------------------------------------------------------------------ leave
 
 void run_leave(int argc, char **argv) {
-    const bool destroy = argc == 0 || std::strcmp(argv[0], "destroy") == 0;
+    const std::string how = argc == 0 ? "destroy" : argv[0];
+    const bool destroy = how == "destroy";
+    // shutdown-sending: rank 1 leaves with a send UCX still moves (a
+    // rendezvous rank 0 never receives), so its shutdown closes that
+    // endpoint by force; rank 0 must still hear the goodbye.
+    const bool sending = how == "shutdown-sending";
     Rank r;
     set_identity(static_cast<int>(r.rank()), "leave");
     MP_CHECK(r.size() == 2, "leave runs on 2 ranks");
-    const size_t kSmall = 64, kBig = size_t(4) << 20;
-    const uint32_t kSent = 5, kNeverSmall = 100, kNeverBig = 101, kUnreceived = 200;
+    const size_t kSmall = 64, kMid = size_t(128) << 10, kBig = size_t(4) << 20;
+    const uint32_t kSent = 5, kNeverSmall = 100, kNeverBig = 101, kUnreceived = 200,
+                   kLeaverUnreceived = 300;
     RegBuf buf(r.ctx(), 4 * kBig, 0xEE);
     if (r.rank() == 1) {
         fill_pattern(buf.data(), kSmall, 1, 0, kSent);
         MP_OK(p2p_comm_send(r.comm(), 0, kSent, buf.data(), kSmall, buf.mem(), nullptr));
         MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send of %u", kSent);
+        if (sending) {
+            MP_OK(p2p_comm_send(r.comm(), 0, kLeaverUnreceived, buf.data() + kBig, kMid,
+                                buf.mem(), nullptr));
+        }
         r.barrier();  // rank 0 posted what will never match
-        say("leaving (%s)", destroy ? "destroy" : "shutdown");
+        say("leaving (%s)", how.c_str());
         if (destroy) {
             r.destroy_comm();
         } else {
             MP_OK(p2p_comm_shutdown(r.comm()));
+        }
+        if (sending) {
+            std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 10000);
+            MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
+                     "the send nobody received: %zu completions (status %d)", c.size(),
+                     c.empty() ? 0 : static_cast<int>(c[0].status));
         }
         r.barrier();  // rank 0 checked
         buf.release();

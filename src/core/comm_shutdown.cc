@@ -1,0 +1,125 @@
+/*
+ * Shutdown's steps around Comm::shutdown (core/comm.cc): goodbyes, the
+ * endpoints whose sends only a forced close ends (flushed first), and the
+ * drain of messages nobody will receive.
+ */
+#include "core/comm.h"
+#include "core/context.h"
+#include "core/log.h"
+
+namespace ucxp2p {
+
+void Comm::say_goodbye(uint32_t r, ucp_ep_h ep) {
+    if (ep == nullptr || peers_[r].failed || r == rank_) return;
+    const Context::Goodbye g{Context::kGoodbyeMagic, id_, gen_, rank_};
+    ucs_status_t st = send_small(g, [&](const Context::Goodbye *buf,
+                                        const ucp_request_param_t *prm) {
+        return ucp_am_send_nbx(ep, Context::kAmGoodbye, buf, sizeof(*buf), nullptr, 0,
+                               prm);
+    });
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
+                id_, r, ucs_status_string(st));
+    }
+}
+
+void Comm::send_goodbyes() {
+    if (said_goodbye_) return;
+    said_goodbye_ = true;
+    for (uint32_t r = 0; r < size_; ++r) say_goodbye(r, peers_[r].ep);
+}
+
+void Comm::close_sending_eps() {
+    // UCX cannot cancel a send; closing its endpoint by force does. Which
+    // endpoints first: closing one may complete (and unlink) its sends
+    // inside the call, so the walk over ops_ must be over by then.
+    constexpr uint8_t kUcxSend = 1, kOther = 2;
+    for (Op *op = ops_; op != nullptr; op = op->next) {
+        peers_[op->entry.peer].shut_ops |= is_ucx_send(*op) ? kUcxSend : kOther;
+    }
+    for (uint32_t r = 0; r < size_; ++r) {
+        Peer &p = peers_[r];
+        const uint8_t ops = p.shut_ops;
+        p.shut_ops = 0;
+        if ((ops & kUcxSend) == 0 || p.ep == nullptr) continue;
+        // A closed endpoint tells the peer nothing until its keepalive
+        // notices, and then as a failure: say goodbye first, before the
+        // sends it follows are cut off, where nothing else of ours names
+        // the peer (a single-copy exchange still needs this endpoint for
+        // its control messages and must end before the peer stops waiting
+        // for us: see shutdown).
+        const bool goodbye = (ops & kOther) == 0;
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint to rank %u by force: "
+                "sends in flight%s", id_, r, goodbye ? ", goodbye said" : "");
+        force_close_flushed(&p.ep, r, goodbye);
+    }
+}
+
+void Comm::force_close_flushed(ucp_ep_h *ep, uint32_t peer, bool goodbye) {
+    ucp_ep_h e = *ep;
+    if (e == nullptr) return;
+    *ep = nullptr;
+    // A flush completes once the endpoint is connected and its lanes
+    // drained; it does not wait for a rendezvous nobody receives.
+    ucp_request_param_t prm = {};
+    void *req = ucp_ep_flush_nbx(e, &prm);
+    if (UCS_PTR_IS_PTR(req)) {
+        const int64_t timeout_ns = ctx_->settings().peer_timeout_ms * 1000000LL;
+        try {
+            flushing_.push_back({e, req, now_ns() + timeout_ns, peer, goodbye});
+            ctx_->request_deferred();  // close_flushed after this progress call
+            return;
+        } catch (const std::bad_alloc &) {
+            ucp_request_free(req);  // out of memory: close at once instead
+        }
+    }
+    if (goodbye) say_goodbye(peer, e);
+    close_ep(&e, true);
+}
+
+void Comm::close_flushed() {
+    if (flushing_.empty()) return;
+    const int64_t now = now_ns();
+    size_t kept = 0;
+    for (size_t i = 0; i < flushing_.size(); ++i) {
+        Flushing f = flushing_[i];
+        if (ucp_request_check_status(f.flush) == UCS_INPROGRESS) {
+            if (now < f.deadline_ns) {
+                flushing_[kept++] = f;
+                continue;
+            }
+            P2P_LOG(P2P_LOG_WARN, "comm %u: endpoint to rank %u not flushed after "
+                    "%u ms: closing it anyway", id_, f.peer,
+                    ctx_->settings().peer_timeout_ms);
+        }
+        ucp_request_free(f.flush);  // UCX frees an unfinished one when it ends
+        if (f.goodbye) say_goodbye(f.peer, f.ep);
+        close_ep(&f.ep, true);
+    }
+    flushing_.resize(kept);  // shrinks: no allocation
+    if (kept != 0) ctx_->request_deferred();  // look again after the next call
+}
+
+void Comm::drain_unexpected() {
+    // Messages sent to this communicator and never received (or answers to
+    // operations shutdown canceled): each is received into nothing (a
+    // truncation, which also answers a rendezvous sender) so UCX frees it.
+    // The next communicator with this id has another generation and would
+    // not match them, but they would stay queued for the worker's life.
+    ucp_worker_h w = ctx_->worker();
+    size_t n = 0;
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    while ((msg = ucp_tag_probe_nb(w, tag_base_, kCommIdMask, 1, &info)) != nullptr) {
+        ucp_request_param_t prm = {};
+        void *r = ucp_tag_msg_recv_nbx(w, nullptr, 0, msg, &prm);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released once done
+        ++n;
+    }
+    if (n != 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages nobody received",
+                id_, n);
+    }
+}
+
+} // namespace ucxp2p
