@@ -326,7 +326,10 @@ void Comm::complete_error(Op *op, ucs_status_t st) {
         ps = P2P_ERR_TRUNCATED;
     } else if (peers_[op->entry.peer].failed) {
         ps = P2P_ERR_PEER_FAILURE;
-    } else if (st == UCS_ERR_CANCELED) {
+    } else if (st == UCS_ERR_CANCELED || (op->is_send && shut_.load())) {
+        // Also a send our own shutdown ended by closing its endpoint by
+        // force: UCX reports an endpoint status there (ENDPOINT_TIMEOUT
+        // when the receiver had begun to pull it), but nothing failed.
         ps = P2P_ERR_CANCELED;
     } else {
         ps = status_from_ucs(st);

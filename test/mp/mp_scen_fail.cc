@@ -18,7 +18,11 @@
  *       that came is still received, and new posts naming rank 1 fail.
  *       shutdown-sending: rank 1 also leaves a 128 KiB send rank 0 never
  *       receives in flight (its endpoint is closed by force: the goodbye
- *       must still reach rank 0).
+ *       must still reach rank 0). shutdown-pulled: as shutdown-sending,
+ *       but rank 0 receives that message once the goodbye came (it
+ *       arrived first), racing rank 1's forced close: the send still ends
+ *       P2P_ERR_CANCELED (or OK), the receive once, OK or
+ *       P2P_ERR_PEER_FAILURE.
  *   leave-oom  (2 ranks) as leave, with every C++ allocation failing on
  *       rank 0 while rank 1's goodbye is handled: its 300 pending receives
  *       still complete with P2P_ERR_PEER_FAILURE, and nothing aborts.
@@ -347,7 +351,8 @@ void run_leave(int argc, char **argv) {
     // shutdown-sending: rank 1 leaves with a send UCX still moves (a
     // rendezvous rank 0 never receives), so its shutdown closes that
     // endpoint by force; rank 0 must still hear the goodbye.
-    const bool sending = how == "shutdown-sending";
+    const bool pulled = how == "shutdown-pulled";
+    const bool sending = how == "shutdown-sending" || pulled;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "leave");
     MP_CHECK(r.size() == 2, "leave runs on 2 ranks");
@@ -360,6 +365,7 @@ void run_leave(int argc, char **argv) {
         MP_OK(p2p_comm_send(r.comm(), 0, kSent, buf.data(), kSmall, buf.mem(), nullptr));
         MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send of %u", kSent);
         if (sending) {
+            fill_pattern(buf.data() + kBig, kMid, 1, 0, kLeaverUnreceived);
             MP_OK(p2p_comm_send(r.comm(), 0, kLeaverUnreceived, buf.data() + kBig, kMid,
                                 buf.mem(), nullptr));
         }
@@ -372,9 +378,14 @@ void run_leave(int argc, char **argv) {
         }
         if (sending) {
             std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 10000);
-            MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
-                     "the send nobody received: %zu completions (status %d)", c.size(),
-                     c.empty() ? 0 : static_cast<int>(c[0].status));
+            // Pulled: the receiver may have taken it all before the close.
+            MP_CHECK(c.size() == 1 && (c[0].status == P2P_ERR_CANCELED ||
+                                       (pulled && c[0].status == P2P_OK)),
+                     "the send %s: %zu completions (status %d %s), expected "
+                     "P2P_ERR_CANCELED", pulled ? "rank 0 began to receive" :
+                     "nobody received", c.size(),
+                     c.empty() ? 0 : static_cast<int>(c[0].status),
+                     c.empty() ? "" : p2p_status_string(c[0].status));
         }
         r.barrier();  // rank 0 checked
         buf.release();
@@ -411,6 +422,22 @@ void run_leave(int argc, char **argv) {
                      p2p_comm_recv(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
     MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
                      p2p_comm_send(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
+    if (pulled) {
+        // Its RTS came before the goodbye (one endpoint, in order): the
+        // post is accepted, and the receive ends once either way.
+        MP_OK(p2p_comm_recv(r.comm(), 1, kLeaverUnreceived, buf.data(), kMid, buf.mem(),
+                            nullptr));
+        got = pop(r.comm(), P2P_QUEUE_RECV, 10000);
+        MP_CHECK(got.size() == 1 && (got[0].status == P2P_ERR_PEER_FAILURE ||
+                                     (got[0].status == P2P_OK && got[0].bytes == kMid)),
+                 "the receive of the leaver's last send: %zu completions (status %d "
+                 "bytes %llu)", got.size(), got.empty() ? 0 : static_cast<int>(got[0].status),
+                 got.empty() ? 0ULL : static_cast<unsigned long long>(got[0].bytes));
+        if (got[0].status == P2P_OK) {
+            check_pattern(buf.data(), kMid, 1, 0, kLeaverUnreceived, "leave");
+        }
+        say("pulled receive: %s", p2p_status_string(got[0].status));
+    }
     expect_quiet(r.comm());
     r.barrier();
     buf.release();

@@ -360,7 +360,7 @@ TEST_P(MpTest, OperationsNamingARankThatLeftFail) {
 // departure at once, not a failure when its keepalive notices. And the
 // forced close waits for the endpoint's wireup: UCX 1.13 aborted the
 // leaving rank about every other run over tcp in serialized mode (a
-// pending wireup request purged; see Comm::flush_sending_eps), so three
+// pending wireup request purged; see Comm::force_close_flushed), so three
 // runs each.
 TEST_P(MpTest, RankLeavingWithSendsInFlightSaysGoodbye) {
     for (int run = 0; run < 3; ++run) {
@@ -373,6 +373,21 @@ TEST_P(MpTest, RankLeavingWithSendsInFlightSaysGoodbye) {
                                               "sends in flight, goodbye said"))
             << "the scenario no longer has a send in flight at shutdown:\n" << out;
         EXPECT_EQ(0u, count(out, "peer rank 1 failed")) << out;
+    }
+}
+
+// The receiver takes the leaver's in-flight send (its RTS came before the
+// goodbye) while the leaver's shutdown closes that endpoint by force: the
+// send is still reported P2P_ERR_CANCELED, as shutdown documents (UCX
+// reports the forced close of a rendezvous the receiver began to pull as
+// an endpoint timeout, which read P2P_ERR_PEER_FAILURE: every run in
+// serialized mode over shared memory), and the receive ends once.
+TEST_P(MpTest, SendPulledDuringShutdownIsCanceled) {
+    for (int run = 0; run < 3; ++run) {
+        RunSpec s;
+        s.ranks = 2;
+        s.args = {"leave", "shutdown-pulled"};
+        expect_pass(s, "leave ok");
     }
 }
 
