@@ -466,11 +466,13 @@ void Comm::shutdown() {
         cancel_receives([](const Op &op) {
             return op.stage != Op::RECV_SPLIT && waits_on_receive(op);
         });
-        close_sending_eps();
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
-    if (!progress_until(*ctx_, [this] { return nops_ == 0 && flushing_.empty(); },
-                        deadline)) {
+    bool eps_wait = true;  // close_sending_eps has peers to look at again
+    if (!progress_until(*ctx_, [&] {
+            if (eps_wait) eps_wait = close_sending_eps();
+            return !eps_wait && nops_ == 0 && flushing_.empty();
+        }, deadline)) {
         P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                 "shutdown", id_, nops_);
     }

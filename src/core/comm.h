@@ -419,9 +419,11 @@ private:
     void repost_push(Op *op);
     void send_goodbyes();   // once; worker lock held
     void say_goodbye(uint32_t peer, ucp_ep_h ep);  // worker lock held
-    // Shutdown's first step for the sends UCX moves: goodbye where it may
-    // be said, then a forced close (force_close_flushed). Worker lock held.
-    void close_sending_eps();
+    // Shutdown's step for the sends UCX moves: goodbye, then a forced
+    // close (force_close_flushed), for each peer nothing else of ours
+    // names any more. True while some peer waits for that (call again
+    // until false). Worker lock held.
+    bool close_sending_eps();
     void close_ep(ucp_ep_h *ep, bool force);  // into closing_; worker lock held
     /** Close *ep by force (ending the sends on it) once a flush says its
      *  wireup is over, saying goodbye on it first if goodbye: UCX 1.13

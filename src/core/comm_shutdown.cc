@@ -29,7 +29,7 @@ void Comm::send_goodbyes() {
     for (uint32_t r = 0; r < size_; ++r) say_goodbye(r, peers_[r].ep);
 }
 
-void Comm::close_sending_eps() {
+bool Comm::close_sending_eps() {
     // UCX cannot cancel a send; closing its endpoint by force does. Which
     // endpoints first: closing one may complete (and unlink) its sends
     // inside the call, so the walk over ops_ must be over by then.
@@ -37,6 +37,7 @@ void Comm::close_sending_eps() {
     for (Op *op = ops_; op != nullptr; op = op->next) {
         peers_[op->entry.peer].shut_ops |= is_ucx_send(*op) ? kUcxSend : kOther;
     }
+    bool waiting = false;
     for (uint32_t r = 0; r < size_; ++r) {
         Peer &p = peers_[r];
         const uint8_t ops = p.shut_ops;
@@ -44,15 +45,20 @@ void Comm::close_sending_eps() {
         if ((ops & kUcxSend) == 0 || p.ep == nullptr) continue;
         // A closed endpoint tells the peer nothing until its keepalive
         // notices, and then as a failure: say goodbye first, before the
-        // sends it follows are cut off, where nothing else of ours names
-        // the peer (a single-copy exchange still needs this endpoint for
-        // its control messages and must end before the peer stops waiting
-        // for us: see shutdown).
-        const bool goodbye = (ops & kOther) == 0;
+        // sends it follows are cut off. Not while something else of ours
+        // names the peer (a split receive the peer writes into, a receive
+        // UCX is moving, a single-copy answer to send): that still needs
+        // this endpoint, and the peer must not stop waiting for us before
+        // it ended (see shutdown). The next round looks again.
+        if ((ops & kOther) != 0) {
+            waiting = true;
+            continue;
+        }
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint to rank %u by force: "
-                "sends in flight%s", id_, r, goodbye ? ", goodbye said" : "");
-        force_close_flushed(&p.ep, r, goodbye);
+                "sends in flight, goodbye said", id_, r);
+        force_close_flushed(&p.ep, r, true);
     }
+    return waiting;
 }
 
 void Comm::force_close_flushed(ucp_ep_h *ep, uint32_t peer, bool goodbye) {

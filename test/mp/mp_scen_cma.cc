@@ -16,7 +16,12 @@
  *       the request, and shut its communicator down: the shutdown
  *       must neither return nor complete the receive while rank 0 may still
  *       write into the buffer. After SIGCONT the receive completes with
- *       every byte right and the shutdown returns.
+ *       every byte right and the shutdown returns. `cma-split-wait
+ *       sending`: rank 1 also leaves a 128 KiB send rank 0 never receives
+ *       in flight (UCX's rendezvous: only closing its endpoint by force
+ *       ends it), so that endpoint must stay open until the split receive
+ *       is over (its ACK still reaches rank 0) and then carry the goodbye
+ *       (rank 0's later receive from rank 1 fails, not waits).
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -171,13 +176,16 @@ void run_cma_withdraw(int, char **) {
     r.finish();
 }
 
-void run_cma_split_wait(int, char **) {
+void run_cma_split_wait(int argc, char **argv) {
+    const bool sending = argc > 0 && std::strcmp(argv[0], "sending") == 0;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-split-wait");
     MP_CHECK(r.size() == 2, "cma-split-wait needs 2 ranks");
     const size_t kLen = size_t(4) << 20;  // above P2P_CMA_SPLIT
     RegBuf big(r.ctx(), kLen, r.rank() == 0 ? 0 : 0xEE);
     RegBuf small(r.ctx(), 16, 0);
+    const size_t kMid = size_t(128) << 10;  // below P2P_CMA_THRESH: UCX moves it
+    RegBuf mid(r.ctx(), kMid, 0x5A);
     const std::vector<Xfer> pid_msg = {{r.rank() == 0, 1 - r.rank(), 1, 8, 0}};
     const std::vector<Xfer> go_msg = {{r.rank() == 1, 1 - r.rank(), 3, 8, 8}};
     const std::vector<Xfer> payload = {{r.rank() == 0, 1 - r.rank(), 2, kLen, 0}};
@@ -191,7 +199,26 @@ void run_cma_split_wait(int, char **) {
         collect(r.comm(), go_msg, 30);
         MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         std::raise(SIGSTOP);  // rank 1 lets us go on
-        collect(r.comm(), payload, 30);
+        collect(r.comm(), payload, 30);  // its ACK came
+        if (sending) {
+            // Rank 1 left: its goodbye makes a receive from it fail (at the
+            // post, or once the goodbye comes), where without one it would
+            // wait for as long as rank 1's process lives.
+            const std::vector<Xfer> never = {{false, 1, 9, 8, 0}};
+            p2p_status_t st = p2p_comm_recv(r.comm(), 1, 9, small.data(), 8,
+                                            small.mem(), ctx_of(0));
+            if (st == P2P_OK) {
+                collect(r.comm(), never, 10, [](const Xfer &, const p2p_completion_t &c) {
+                    MP_CHECK(c.status == P2P_ERR_PEER_FAILURE, "a receive from the rank "
+                             "that left: status %d, expected P2P_ERR_PEER_FAILURE",
+                             static_cast<int>(c.status));
+                });
+            } else {
+                MP_CHECK(st == P2P_ERR_PEER_FAILURE, "a receive from the rank that "
+                         "left: post gave %d, expected P2P_ERR_PEER_FAILURE",
+                         static_cast<int>(st));
+            }
+        }
     } else {
         MP_OK(p2p_comm_recv(r.comm(), 0, 1, small.data(), 8, small.mem(), ctx_of(0)));
         collect(r.comm(), pid_msg, 30);
@@ -213,6 +240,9 @@ void run_cma_split_wait(int, char **) {
         MP_OK(p2p_comm_recv(r.comm(), 0, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 1000).empty(),
                  "the receive completed although the sender is stopped");
+        if (sending) {
+            MP_OK(p2p_comm_send(r.comm(), 0, 4, mid.data(), kMid, mid.mem(), ctx_of(0)));
+        }
         std::atomic<bool> returned{false};
         p2p_status_t shut_st = P2P_ERR_TIMEOUT;  // until the thread sets it
         std::thread shut([&] {
@@ -231,8 +261,16 @@ void run_cma_split_wait(int, char **) {
         MP_OK(shut_st);
         collect(r.comm(), payload, 30);
         check_pattern(big.data(), kLen, 0, 1, 2, "split payload");
+        if (sending) {
+            std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 10000);
+            MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
+                     "the send nobody received: %zu completions (status %d), expected "
+                     "P2P_ERR_CANCELED", c.size(),
+                     c.empty() ? 0 : static_cast<int>(c[0].status));
+        }
     }
     r.barrier();
+    mid.release();
     big.release();
     small.release();
     say("cma-split-wait ok");

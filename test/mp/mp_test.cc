@@ -332,6 +332,22 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownWaits2Ranks) {
     expect_pass(s, "cma-split-wait ok");
 }
 
+// As above with a UCX send to the stopped rank in flight at shutdown: the
+// forced close that ends it waits until the split receive is over (its ACK
+// needs the endpoint), then follows a goodbye. It used to close at once
+// with no goodbye; the ACK reopened an endpoint.
+TEST_P(MpTest, SingleCopySplitReceiverShutdownWithASendInFlight2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-split-wait", "sending"};
+    s.env = {"P2P_LOG_LEVEL=debug"};
+    const std::string out = expect_pass(s, "cma-split-wait ok");
+    EXPECT_NE(std::string::npos, out.find("closing the endpoint to rank 0 by force: "
+                                          "sends in flight, goodbye said")) << out;
+}
+
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     RunSpec s;
     s.ranks = 3;
