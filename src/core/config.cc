@@ -81,7 +81,8 @@ const ConfigVar kTable[] = {
      "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "
      "seconds)."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
-     "Largest blob one rank may contribute to a bootstrap collective."},
+     "Largest blob one rank may contribute to a bootstrap collective "
+     "(1 to 2147483648 bytes)."},
     {"P2P_PMIX_MODEX", "collect",
      "PMIx bootstrap data exchange: collect (each fence brings every rank's "
      "blob to every node, gets are local) or direct (the fence is a barrier "

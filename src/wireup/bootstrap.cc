@@ -147,6 +147,16 @@ p2p_status_t bootstrap_timeout_ms(uint64_t *out) {
     return st;
 }
 
+p2p_status_t bootstrap_max_msg(uint64_t *out) {
+    const uint64_t kMaxMsgLimit = 1ull << 31;
+    p2p_status_t st = config_get_u64("P2P_BOOTSTRAP_MAX_MSG", kMaxMsgLimit, out);
+    if (st == P2P_OK && *out == 0) {
+        P2P_LOG(P2P_LOG_ERROR, "bootstrap: P2P_BOOTSTRAP_MAX_MSG must be at least 1");
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return st;
+}
+
 p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out) {
     if (out == nullptr) {
         return P2P_ERR_INVALID_PARAM;

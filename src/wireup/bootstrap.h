@@ -55,6 +55,10 @@ p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out);
  *  P2P_ERR_INVALID_PARAM (logged) when malformed, 0 or above a day. */
 p2p_status_t bootstrap_timeout_ms(uint64_t *out);
 
+/** P2P_BOOTSTRAP_MAX_MSG, the same bound for every bootstrap: 1 to 2^31
+ *  bytes (PMIx sizes are 32-bit); INVALID_PARAM (logged) outside it. */
+p2p_status_t bootstrap_max_msg(uint64_t *out);
+
 /** Implementations (one file each). */
 p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out);
 std::unique_ptr<Bootstrap> single_bootstrap_create();

@@ -366,7 +366,7 @@ p2p_status_t pmix_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
         return st;
     }
     uint64_t max_msg = 0;
-    st = config_get_u64("P2P_BOOTSTRAP_MAX_MSG", 1ull << 31, &max_msg);
+    st = bootstrap_max_msg(&max_msg);
     if (st != P2P_OK) {
         return st;
     }

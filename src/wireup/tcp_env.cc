@@ -16,7 +16,6 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint64_t kMaxRanks = 1u << 18;  // tag layout: 18 rank bits
-constexpr uint64_t kMaxMsgLimit = 1ull << 32;
 
 bool parse_u64(const std::string &s, uint64_t max, uint64_t *out) {
     if (s.empty() || s[0] < '0' || s[0] > '9') {
@@ -163,8 +162,7 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     if ((st = bootstrap_timeout_ms(&c.timeout_ms)) != P2P_OK) {
         return st;
     }
-    if ((st = config_get_u64("P2P_BOOTSTRAP_MAX_MSG", kMaxMsgLimit,
-                             &c.max_msg)) != P2P_OK) {
+    if ((st = bootstrap_max_msg(&c.max_msg)) != P2P_OK) {
         return st;
     }
 

@@ -228,6 +228,7 @@ TEST_F(BootstrapEnv, MalformedValuesAreInvalidParam) {
         {"P2P_PORT_RANGE", "0-10"}, {"P2P_PORT_RANGE", "10-70000"},
         {"P2P_PORT_RANGE", "100"}, {"P2P_BOOTSTRAP_TIMEOUT_MS", "soon"},
         {"P2P_BOOTSTRAP_TIMEOUT_MS", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "-5"},
+        {"P2P_BOOTSTRAP_MAX_MSG", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "2147483649"},
         {"LOCAL_WORLD_SIZE", "0"}, {"LOCAL_WORLD_SIZE", "3"},
         {"LOCAL_RANK", "2"},    {"P2P_IF_IP", "999.1.1.1"},
         {"P2P_IFNAME", "nosuchif0"}};
