@@ -473,6 +473,21 @@ void Comm::shutdown() {
             if (eps_wait) eps_wait = close_sending_eps();
             return !eps_wait && nops_ == 0 && flushing_.empty();
         }, deadline)) {
+        if (eps_wait) {
+            // Another exchange with a peer we send to never ended (a split
+            // receive whose sender stalls): end those sends all the same.
+            {
+                std::lock_guard<Mutex> lock(ctx_->worker_mu());
+                close_sending_eps(/*anyway=*/true);
+            }
+            progress_until(*ctx_, [this] {
+                if (!flushing_.empty()) return false;
+                for (const Op *op = ops_; op != nullptr; op = op->next) {
+                    if (is_ucx_send(*op)) return false;  // its callback is to come
+                }
+                return true;
+            }, now_ns() + (ctx_->settings().peer_timeout_ms + 1000) * 1000000LL);
+        }
         P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                 "shutdown", id_, nops_);
     }

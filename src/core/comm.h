@@ -422,8 +422,9 @@ private:
     // Shutdown's step for the sends UCX moves: goodbye, then a forced
     // close (force_close_flushed), for each peer nothing else of ours
     // names any more. True while some peer waits for that (call again
-    // until false). Worker lock held.
-    bool close_sending_eps();
+    // until false). anyway: close those too, without a goodbye (the
+    // shutdown's deadline passed). Worker lock held.
+    bool close_sending_eps(bool anyway = false);
     void close_ep(ucp_ep_h *ep, bool force);  // into closing_; worker lock held
     /** Close *ep by force (ending the sends on it) once a flush says its
      *  wireup is over, saying goodbye on it first if goodbye: UCX 1.13

@@ -29,7 +29,7 @@ void Comm::send_goodbyes() {
     for (uint32_t r = 0; r < size_; ++r) say_goodbye(r, peers_[r].ep);
 }
 
-bool Comm::close_sending_eps() {
+bool Comm::close_sending_eps(bool anyway) {
     // UCX cannot cancel a send; closing its endpoint by force does. Which
     // endpoints first: closing one may complete (and unlink) its sends
     // inside the call, so the walk over ops_ must be over by then.
@@ -50,13 +50,15 @@ bool Comm::close_sending_eps() {
         // UCX is moving, a single-copy answer to send): that still needs
         // this endpoint, and the peer must not stop waiting for us before
         // it ended (see shutdown). The next round looks again.
-        if ((ops & kOther) != 0) {
+        const bool goodbye = (ops & kOther) == 0;
+        if (!goodbye && !anyway) {
             waiting = true;
             continue;
         }
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint to rank %u by force: "
-                "sends in flight, goodbye said", id_, r);
-        force_close_flushed(&p.ep, r, true);
+                "sends in flight%s", id_, r, goodbye ? ", goodbye said" :
+                ", its other operations still running at the deadline");
+        force_close_flushed(&p.ep, r, goodbye);
     }
     return waiting;
 }

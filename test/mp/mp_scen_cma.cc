@@ -21,7 +21,10 @@
  *       in flight (UCX's rendezvous: only closing its endpoint by force
  *       ends it), so that endpoint must stay open until the split receive
  *       is over (its ACK still reaches rank 0) and then carry the goodbye
- *       (rank 0's later receive from rank 1 fails, not waits).
+ *       (rank 0's later receive from rank 1 fails, not waits). `stall`: as
+ *       sending, but rank 0 stays stopped until rank 1's shutdown gave up
+ *       waiting (run it with a short P2P_PEER_TIMEOUT_MS): the send must
+ *       have ended P2P_ERR_CANCELED by then, the receive not.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -177,7 +180,8 @@ void run_cma_withdraw(int, char **) {
 }
 
 void run_cma_split_wait(int argc, char **argv) {
-    const bool sending = argc > 0 && std::strcmp(argv[0], "sending") == 0;
+    const bool stall = argc > 0 && std::strcmp(argv[0], "stall") == 0;
+    const bool sending = stall || (argc > 0 && std::strcmp(argv[0], "sending") == 0);
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-split-wait");
     MP_CHECK(r.size() == 2, "cma-split-wait needs 2 ranks");
@@ -200,7 +204,7 @@ void run_cma_split_wait(int argc, char **argv) {
         MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         std::raise(SIGSTOP);  // rank 1 lets us go on
         collect(r.comm(), payload, 30);  // its ACK came
-        if (sending) {
+        if (sending && !stall) {  // stall: the goodbye went before the ACK
             // Rank 1 left: its goodbye makes a receive from it fail (at the
             // post, or once the goodbye comes), where without one it would
             // wait for as long as rank 1's process lives.
@@ -251,6 +255,23 @@ void run_cma_split_wait(int argc, char **argv) {
         });
         std::vector<p2p_completion_t> early = pop(r.comm(), P2P_QUEUE_RECV, 300);
         bool early_return = returned.load();
+        if (stall) {
+            // Past the shutdown's deadline it stops waiting for the split
+            // receive, and the send to the stalled rank is ended anyway.
+            Clock::time_point t0 = Clock::now();
+            while (!returned.load()) {
+                MP_CHECK(seconds_since(t0) < 30, "shutdown never gave up waiting");
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            say("shutdown returned after %.1f s", seconds_since(t0));
+            std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 0);
+            MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
+                     "the send to the stalled rank when shutdown returned: %zu "
+                     "completions (status %d), expected P2P_ERR_CANCELED", c.size(),
+                     c.empty() ? 0 : static_cast<int>(c[0].status));
+            MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 0).empty(), "the split receive "
+                     "completed while its sender is stopped");
+        }
         kill(pid, SIGCONT);
         shut.join();
         MP_CHECK(early.empty(), "shutdown completed the receive (status %d) while "
@@ -261,7 +282,7 @@ void run_cma_split_wait(int argc, char **argv) {
         MP_OK(shut_st);
         collect(r.comm(), payload, 30);
         check_pattern(big.data(), kLen, 0, 1, 2, "split payload");
-        if (sending) {
+        if (sending && !stall) {
             std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 10000);
             MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
                      "the send nobody received: %zu completions (status %d), expected "

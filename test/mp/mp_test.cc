@@ -348,6 +348,19 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownWithASendInFlight2Ranks) {
                                           "sends in flight, goodbye said")) << out;
 }
 
+// And when the stopped rank outlasts the shutdown's deadline (2 x 300 ms
+// + 1 s here): shutdown stops waiting for the split receive, but the send
+// it was keeping open for it is ended (P2P_ERR_CANCELED) before it returns.
+TEST_P(MpTest, SingleCopySplitReceiverShutdownDeadlineEndsTheSend2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-split-wait", "stall"};
+    s.env = {"P2P_PEER_TIMEOUT_MS=300"};
+    expect_pass(s, "cma-split-wait ok");
+}
+
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     RunSpec s;
     s.ranks = 3;
