@@ -37,6 +37,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -253,7 +254,17 @@ void run_cma_split_wait(int argc, char **argv) {
             shut_st = p2p_comm_shutdown(r.comm());
             returned = true;
         });
-        std::vector<p2p_completion_t> early = pop(r.comm(), P2P_QUEUE_RECV, 300);
+        // Multi mode: wait on the queue meanwhile (nothing may come). In
+        // serialized mode a call beside the shutdown is undefined (UCX
+        // asserted on two threads in worker progress): only sleep; an early
+        // completion would then show in the collect below.
+        const char *mode = std::getenv("P2P_THREAD_MODE");
+        std::vector<p2p_completion_t> early;
+        if (mode != nullptr && std::strcmp(mode, "serialized") == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        } else {
+            early = pop(r.comm(), P2P_QUEUE_RECV, 300);
+        }
         bool early_return = returned.load();
         if (stall) {
             // Past the shutdown's deadline it stops waiting for the split
