@@ -182,6 +182,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     // throw: a peer is queued at most twice (it left, its endpoint failed)
     // and each endpoint is closed once.
     c->failed_pending_.reserve(2 * size_t(c->size_));
+    c->late_hellos_.reserve(c->size_);  // a peer says hello once
     c->closing_.reserve(c->size_);
     c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
     uint32_t ncma = 0;
@@ -208,8 +209,13 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
-    ctx->set_goodbye_handler(c->id_, gen, [raw](uint32_t r) {
-        if (r < raw->size_ && r != raw->rank_) raw->on_peer_left(r);
+    ctx->set_goodbye_handler(c->id_, gen, [raw](uint32_t r, bool hello) {
+        if (r >= raw->size_ || r == raw->rank_) return;
+        if (hello) {
+            raw->on_peer_hello(r);
+        } else {
+            raw->on_peer_left(r);
+        }
     });
     P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
             c->rank_, c->size_, (now_ns() - t0) / 1e6);
@@ -230,6 +236,11 @@ Comm::~Comm() {
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
         drain_unexpected();  // what arrived since shutdown's drain
+        // Hellos that came after our goodbyes and before the handler went
+        // (none can come now): answer them here, so their endpoints close
+        // below with the others.
+        for (uint32_t peer : late_hellos_) goodbye_to_watcher(peer);
+        late_hellos_.clear();
         for (Flushing &f : flushing_) {  // only if shutdown gave up waiting
             ucp_request_free(f.flush);
             close_ep(&f.ep, true);
@@ -295,7 +306,7 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
     p->comm->on_peer_error(p->rank, st);
 }
 
-p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p) {
+p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
     Peer &p = peers_[peer];
     if (p.failed) {
         return P2P_ERR_PEER_FAILURE;
@@ -311,12 +322,17 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p) {
     ucs_status_t st = ucp_ep_create(ctx_->worker(), &ep_params, &p.ep);
     if (st != UCS_OK) {
         p.ep = nullptr;
-        P2P_LOG(P2P_LOG_ERROR, "comm %u: cannot create endpoint to rank %u: %s",
+        P2P_LOG(quiet ? P2P_LOG_DEBUG : P2P_LOG_ERROR,
+                "comm %u: cannot create endpoint to rank %u: %s",
                 id_, peer, ucs_status_string(st));
         return status_from_ucs(st) == P2P_ERR_PEER_FAILURE ? P2P_ERR_PEER_FAILURE
                                                            : P2P_ERR_TRANSPORT;
     }
     *ep_p = p.ep;
+    // Tell the peer we may now wait on it, so that its shutdown says
+    // goodbye to us even if it never names us (on_peer_hello). Not from
+    // our own shutdown (send_goodbyes): we are the one leaving.
+    if (peer != rank_ && !said_goodbye_) say_note(peer, p.ep, Context::kHelloMagic);
     return P2P_OK;
 }
 
@@ -369,6 +385,19 @@ void Comm::on_peer_left(uint32_t peer) {
     p.failed = true;
     failed_pending_.push_back(peer);
     ctx_->request_deferred();  // handle_failures after this progress call
+}
+
+void Comm::on_peer_hello(uint32_t peer) {
+    Peer &p = peers_[peer];
+    if (p.watcher) return;
+    p.watcher = true;
+    // Our goodbyes went out already, and not to it (no endpoint then):
+    // connect and say it after this progress call (not inside UCX's
+    // callback), in handle_failures.
+    if (said_goodbye_ && p.ep == nullptr && !p.failed) {
+        late_hellos_.push_back(peer);  // within the capacity reserved at create
+        ctx_->request_deferred();
+    }
 }
 
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
@@ -430,6 +459,8 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
 
 void Comm::handle_failures() {
     close_flushed();
+    for (uint32_t peer : late_hellos_) goodbye_to_watcher(peer);
+    late_hellos_.clear();
     // By index, not by swapping the vector away: its capacity (2 entries
     // per peer, reserved at create) is what lets the UCX callbacks that
     // append to it never allocate.

@@ -260,6 +260,9 @@ public:
      *  more will come from it and nothing sent to it will be received.
      *  Worker lock held (inside progress). */
     void on_peer_left(uint32_t peer);
+    /** peer connected an endpoint to us (its hello): it may wait on us, so
+     *  our shutdown says goodbye to it too. Worker lock held. */
+    void on_peer_hello(uint32_t peer);
     /** A send UCX finished with UCS_OK after its receiver left was
      *  answered by the receiver's drain (drain_unexpected), not received. */
     bool send_unreceived(const Op *op) const {
@@ -287,6 +290,8 @@ private:
         bool cma_refused = false;  // we could not read the peer once
         bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye (shut down): see on_peer_left
+        bool watcher = false;   // said hello: see on_peer_hello
+        bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
         bool map_refused = false;  // its regions cannot be mapped here
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
         uint32_t pid = 0;
@@ -306,7 +311,8 @@ private:
         *ep_p = ep;
         return P2P_OK;
     }
-    p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p);  // worker lock held
+    /** quiet: a failure is logged at debug level (shutdown's goodbyes). */
+    p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet = false);  // lock held
     /** post()'s body, worker lock held; try_imm: sends try send_imm first;
      *  *kick: wake the progress thread after unlocking. */
     p2p_status_t post_locked(bool is_send, const PostItem *items, size_t count,
@@ -418,7 +424,14 @@ private:
     void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
     void send_goodbyes();   // once; worker lock held
-    void say_goodbye(uint32_t peer, ucp_ep_h ep);  // worker lock held
+    /** Send a hello or goodbye note (Context::Goodbye) on ep. Lock held. */
+    void say_note(uint32_t peer, ucp_ep_h ep, uint32_t magic);
+    void say_goodbye(uint32_t peer, ucp_ep_h ep) {
+        say_note(peer, ep, Context::kGoodbyeMagic);
+    }
+    /** Goodbye to a peer that said hello and that we hold no endpoint to
+     *  (connects one; closed at destroy). Worker lock held. */
+    void goodbye_to_watcher(uint32_t peer);
     // Shutdown's step for the sends UCX moves: goodbye, then a forced
     // close (force_close_flushed), for each peer nothing else of ours
     // names any more. True while some peer waits for that (call again
@@ -461,6 +474,7 @@ private:
     std::vector<std::vector<uint8_t>> addrs_;
     std::unique_ptr<Peer[]> peers_;
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
+    std::vector<uint32_t> late_hellos_;     // hellos after our goodbyes (on_peer_hello)
     std::vector<void *> closing_;           // ep close requests in flight
     std::vector<Flushing> flushing_;        // see force_close_flushed
     Op *ops_ = nullptr;                      // in-flight operations

@@ -9,24 +9,41 @@
 
 namespace ucxp2p {
 
-void Comm::say_goodbye(uint32_t r, ucp_ep_h ep) {
+void Comm::say_note(uint32_t r, ucp_ep_h ep, uint32_t magic) {
     if (ep == nullptr || peers_[r].failed || r == rank_) return;
-    const Context::Goodbye g{Context::kGoodbyeMagic, id_, gen_, rank_};
+    const Context::Goodbye g{magic, id_, gen_, rank_};
     ucs_status_t st = send_small(g, [&](const Context::Goodbye *buf,
                                         const ucp_request_param_t *prm) {
         return ucp_am_send_nbx(ep, Context::kAmGoodbye, buf, sizeof(*buf), nullptr, 0,
                                prm);
     });
     if (st != UCS_OK) {
-        P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u failed: %s",
-                id_, r, ucs_status_string(st));
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to rank %u failed: %s", id_,
+                magic == Context::kHelloMagic ? "hello" : "goodbye", r,
+                ucs_status_string(st));
+    }
+}
+
+void Comm::goodbye_to_watcher(uint32_t r) {
+    Peer &p = peers_[r];
+    if (p.ep != nullptr || p.failed || p.closed_at_shutdown || r == rank_) return;
+    ucp_ep_h ep = nullptr;
+    if (connect_ep(r, &ep, /*quiet=*/true) == P2P_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: goodbye to rank %u, which said hello", id_, r);
+        say_goodbye(r, ep);
     }
 }
 
 void Comm::send_goodbyes() {
     if (said_goodbye_) return;
     said_goodbye_ = true;
-    for (uint32_t r = 0; r < size_; ++r) say_goodbye(r, peers_[r].ep);
+    for (uint32_t r = 0; r < size_; ++r) {
+        if (peers_[r].ep != nullptr) {
+            say_goodbye(r, peers_[r].ep);
+        } else if (peers_[r].watcher) {
+            goodbye_to_watcher(r);  // it may wait on us; we never named it
+        }
+    }
 }
 
 bool Comm::close_sending_eps(bool anyway) {
@@ -58,6 +75,7 @@ bool Comm::close_sending_eps(bool anyway) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint to rank %u by force: "
                 "sends in flight%s", id_, r, goodbye ? ", goodbye said" :
                 ", its other operations still running at the deadline");
+        p.closed_at_shutdown = true;  // send_goodbyes: not again on a new one
         force_close_flushed(&p.ep, r, goodbye);
     }
     return waiting;

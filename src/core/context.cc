@@ -44,7 +44,7 @@ template <class E> int enum_bits(const E &field) {
     return v;
 }
 
-/** A peer's goodbye (UCP active message); runs inside worker progress,
+/** A peer's hello or goodbye (UCP active message); runs inside worker progress,
  *  under the worker lock. */
 ucs_status_t goodbye_am_cb(void *arg, const void *header, size_t header_length,
                            void *, size_t, const ucp_am_recv_param_t *) {
@@ -319,20 +319,38 @@ void Context::remove_deferred_hook(const void *owner) {
     }
 }
 
-void Context::set_goodbye_handler(unsigned comm_id, uint32_t gen,
-                                  std::function<void(uint32_t)> h) {
+void Context::set_goodbye_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
     std::lock_guard<Mutex> lock(worker_mu_);
-    if (comm_id < goodbye_.size()) {
-        goodbye_[comm_id] = std::move(h);
-        goodbye_gen_[comm_id] = gen;
+    if (comm_id >= goodbye_.size()) return;
+    goodbye_[comm_id] = std::move(h);
+    goodbye_gen_[comm_id] = gen;
+    if (!goodbye_[comm_id]) return;
+    // Hand over the notes kept for this id, oldest first; drop those of
+    // its earlier generations.
+    size_t kept = 0;
+    const size_t first = (early_next_ + kEarlyNotes - early_count_) % kEarlyNotes;
+    for (size_t i = 0; i < early_count_; ++i) {
+        const Goodbye g = early_[(first + i) % kEarlyNotes];
+        if (g.comm_id == comm_id) {
+            if (g.gen == gen) goodbye_[comm_id](g.rank, g.magic == kHelloMagic);
+            continue;
+        }
+        early_[(first + kept++) % kEarlyNotes] = g;
     }
+    early_count_ = kept;
+    early_next_ = (first + kept) % kEarlyNotes;
 }
 
 void Context::on_goodbye(const Goodbye &g) {
-    if (g.magic == kGoodbyeMagic && g.comm_id < goodbye_.size() && goodbye_[g.comm_id] &&
-        g.gen == goodbye_gen_[g.comm_id]) {
-        goodbye_[g.comm_id](g.rank);
+    if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
+    if (g.comm_id >= goodbye_.size()) return;
+    if (goodbye_[g.comm_id] && g.gen == goodbye_gen_[g.comm_id]) {
+        goodbye_[g.comm_id](g.rank, g.magic == kHelloMagic);
+        return;
     }
+    early_[early_next_] = g;  // the oldest goes when full
+    early_next_ = (early_next_ + 1) % kEarlyNotes;
+    if (early_count_ < kEarlyNotes) ++early_count_;
 }
 
 void Context::run_deferred_hooks() {

@@ -73,20 +73,26 @@ public:
      *  held); progress calls with nothing requested skip them. */
     void request_deferred() { deferred_pending_ = true; }
 
-    /** Goodbyes: a rank destroying a communicator tells its connected peers
-     *  with a UCP active message (no receive to post, nothing left in the
-     *  unexpected queue when the peer is gone already). The handler of the
-     *  communicator with that id runs under the worker lock. */
+    /** Notes between the ranks of a communicator, one UCP active message
+     *  (no receive to post, nothing left in the unexpected queue when the
+     *  peer is gone already): a rank that connects an endpoint says hello
+     *  (it may now wait on the peer: the peer will say goodbye to it too),
+     *  and a rank shutting its communicator down says goodbye. The handler
+     *  of the communicator with that id and generation runs under the
+     *  worker lock; a note that comes before it is set (the peer was
+     *  quicker out of the address exchange) is kept for it. */
     static constexpr unsigned kAmGoodbye = 1;
     struct Goodbye {
-        uint32_t magic;
+        uint32_t magic;  // kGoodbyeMagic or kHelloMagic
         uint32_t comm_id;
-        uint32_t gen;  // of the id: a late goodbye from its last user is ignored
+        uint32_t gen;  // of the id: a late note from its last user is ignored
         uint32_t rank;
     };
     static constexpr uint32_t kGoodbyeMagic = 0x42594532;  // "BYE2"
-    void set_goodbye_handler(unsigned comm_id, uint32_t gen,
-                             std::function<void(uint32_t)> h);
+    static constexpr uint32_t kHelloMagic = 0x484c4f31;    // "HLO1"
+    /** h(rank, hello): a note from rank, hello or goodbye. nullptr clears. */
+    using NoteHandler = std::function<void(uint32_t, bool)>;
+    void set_goodbye_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
     void on_goodbye(const Goodbye &g);  // worker lock held
 
     /** Stop the progress thread (teardown; idempotent). */
@@ -109,8 +115,14 @@ private:
     CommIdSet used_ids_{};
     CommIdGens id_gens_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
-    std::array<std::function<void(uint32_t)>, kMaxComms> goodbye_;  // worker lock
-    std::array<uint32_t, kMaxComms> goodbye_gen_{};                 // worker lock
+    std::array<NoteHandler, kMaxComms> goodbye_;     // worker lock
+    std::array<uint32_t, kMaxComms> goodbye_gen_{};  // worker lock
+    // Notes no handler took (early, or late for a communicator gone): the
+    // newest kEarlyNotes, a ring (filled inside UCX callbacks: no
+    // allocation). Worker lock.
+    static constexpr size_t kEarlyNotes = 256;
+    std::array<Goodbye, kEarlyNotes> early_{};
+    size_t early_next_ = 0, early_count_ = 0;
     bool deferred_pending_ = false;  // worker lock held
 };
 

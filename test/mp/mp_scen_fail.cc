@@ -353,6 +353,13 @@ void run_leave(int argc, char **argv) {
     // endpoint by force; rank 0 must still hear the goodbye.
     const bool pulled = how == "shutdown-pulled";
     const bool sending = how == "shutdown-sending" || pulled;
+    // silent-*: rank 1 never names rank 0, so it holds no endpoint to it;
+    // rank 0's hello (on connecting) is what makes rank 1 say goodbye.
+    // silent-destroy / silent-shutdown: rank 0 posts first, then rank 1
+    // leaves; silent-late: rank 1 shuts down first, then rank 0 posts (its
+    // hello reaches a communicator that said its goodbyes already).
+    const bool late = how == "silent-late";
+    const bool silent = late || how == "silent-destroy" || how == "silent-shutdown";
     Rank r;
     set_identity(static_cast<int>(r.rank()), "leave");
     MP_CHECK(r.size() == 2, "leave runs on 2 ranks");
@@ -361,17 +368,38 @@ void run_leave(int argc, char **argv) {
                    kLeaverUnreceived = 300;
     RegBuf buf(r.ctx(), 4 * kBig, 0xEE);
     if (r.rank() == 1) {
-        fill_pattern(buf.data(), kSmall, 1, 0, kSent);
-        MP_OK(p2p_comm_send(r.comm(), 0, kSent, buf.data(), kSmall, buf.mem(), nullptr));
-        MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send of %u", kSent);
+        if (late) {
+            say("leaving (%s) before rank 0 posts", how.c_str());
+            MP_OK(p2p_comm_shutdown(r.comm()));
+            r.barrier();  // rank 0 posts now; our progress thread answers
+            r.barrier();  // rank 0 checked
+            buf.release();
+            r.finish();
+            say("leave ok");
+            return;
+        }
+        if (!silent) {
+            fill_pattern(buf.data(), kSmall, 1, 0, kSent);
+            MP_OK(p2p_comm_send(r.comm(), 0, kSent, buf.data(), kSmall, buf.mem(), nullptr));
+            MP_CHECK(pop(r.comm(), P2P_QUEUE_SEND, 10000).size() == 1, "send of %u", kSent);
+        }
         if (sending) {
             fill_pattern(buf.data() + kBig, kMid, 1, 0, kLeaverUnreceived);
             MP_OK(p2p_comm_send(r.comm(), 0, kLeaverUnreceived, buf.data() + kBig, kMid,
                                 buf.mem(), nullptr));
         }
         r.barrier();  // rank 0 posted what will never match
+        if (silent) {
+            // Rank 0's hello went out with its first post; give a tcp
+            // endpoint's wireup time to deliver it (a hello reaching a
+            // communicator already destroyed goes unanswered).
+            const auto t0 = Clock::now();
+            while (seconds_since(t0) < 1.0) {
+                MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 10).empty(), "rank 1 posted nothing");
+            }
+        }
         say("leaving (%s)", how.c_str());
-        if (destroy) {
+        if (destroy || how == "silent-destroy") {
             r.destroy_comm();
         } else {
             MP_OK(p2p_comm_shutdown(r.comm()));
@@ -396,13 +424,26 @@ void run_leave(int argc, char **argv) {
     std::vector<Xfer> ops = {{false, 1, kNeverSmall, kSmall, kBig},
                              {false, 1, kNeverBig, kBig, 2 * kBig},
                              {true, 1, kUnreceived, kBig, 3 * kBig}};
-    for (size_t i = 0; i < ops.size(); ++i) {
-        const Xfer &x = ops[i];
-        uint8_t *at = buf.data() + x.off;
-        MP_OK(x.is_send ? p2p_comm_send(r.comm(), x.peer, x.tid, at, x.len, buf.mem(), ctx_of(i))
-                        : p2p_comm_recv(r.comm(), x.peer, x.tid, at, x.len, buf.mem(), ctx_of(i)));
-    }
+    auto post_all = [&] {
+        std::vector<Xfer> posted;
+        for (size_t i = 0; i < ops.size(); ++i) {
+            const Xfer &x = ops[i];
+            uint8_t *at = buf.data() + x.off;
+            p2p_status_t st =
+                x.is_send ? p2p_comm_send(r.comm(), x.peer, x.tid, at, x.len, buf.mem(),
+                                          ctx_of(posted.size()))
+                          : p2p_comm_recv(r.comm(), x.peer, x.tid, at, x.len, buf.mem(),
+                                          ctx_of(posted.size()));
+            // Late: the goodbye may come back between two posts.
+            if (late && st == P2P_ERR_PEER_FAILURE) continue;
+            MP_OK(st);
+            posted.push_back(x);
+        }
+        return posted;
+    };
+    if (!late) ops = post_all();
     r.barrier();
+    if (late) ops = post_all();
     auto t0 = Clock::now();
     collect(r.comm(), ops, 20, [](const Xfer &x, const p2p_completion_t &c) {
         MP_CHECK(c.status == P2P_ERR_PEER_FAILURE,
@@ -411,13 +452,16 @@ void run_leave(int argc, char **argv) {
                  x.tid, static_cast<int>(c.status), p2p_status_string(c.status));
     });
     say("pending operations failed %.3f s after the peer left", seconds_since(t0));
-    // What arrived before it left is still received; what never came fails.
-    MP_OK(p2p_comm_recv(r.comm(), 1, kSent, buf.data(), kSmall, buf.mem(), nullptr));
-    std::vector<p2p_completion_t> got = pop(r.comm(), P2P_QUEUE_RECV, 10000);
-    MP_CHECK(got.size() == 1 && got[0].status == P2P_OK && got[0].bytes == kSmall,
-             "the receive of what arrived gave %zu completions (status %d)",
-             got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
-    check_pattern(buf.data(), kSmall, 1, 0, kSent, "leave");
+    std::vector<p2p_completion_t> got;
+    if (!silent) {
+        // What arrived before it left is still received; what never came fails.
+        MP_OK(p2p_comm_recv(r.comm(), 1, kSent, buf.data(), kSmall, buf.mem(), nullptr));
+        got = pop(r.comm(), P2P_QUEUE_RECV, 10000);
+        MP_CHECK(got.size() == 1 && got[0].status == P2P_OK && got[0].bytes == kSmall,
+                 "the receive of what arrived gave %zu completions (status %d)",
+                 got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
+        check_pattern(buf.data(), kSmall, 1, 0, kSent, "leave");
+    }
     MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
                      p2p_comm_recv(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
     MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
