@@ -301,6 +301,13 @@ void Comm::unlink(Op *op) {
     --nops_;
 }
 
+/** The flush connect_ep issued on a new endpoint ended. */
+static void hello_flush_cb(void *request, ucs_status_t st, void *arg) {
+    Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
+    p->comm->on_hello_flushed(p->rank, st);
+    ucp_request_free(request);
+}
+
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
     Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
     p->comm->on_peer_error(p->rank, st);
@@ -331,8 +338,19 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
     *ep_p = p.ep;
     // Tell the peer we may now wait on it, so that its shutdown says
     // goodbye to us even if it never names us (on_peer_hello). Not from
-    // our own shutdown (send_goodbyes): we are the one leaving.
-    if (peer != rank_ && !said_goodbye_) say_note(peer, p.ep, Context::kHelloMagic);
+    // our own shutdown (send_goodbyes): we are the one leaving. Only once
+    // the endpoint is wired up (a flush says so): an active message on a
+    // tcp endpoint still connecting held the first message back by 1-3 ms.
+    if (peer != rank_ && !said_goodbye_) {
+        ucp_request_param_t fp = {};
+        fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        fp.cb.send = hello_flush_cb;
+        fp.user_data = &p.ref;  // lives as long as the error handler's
+        void *req = ucp_ep_flush_nbx(p.ep, &fp);
+        if (req == nullptr) {
+            say_note(peer, p.ep, Context::kHelloMagic);  // wired up already
+        }  // else the callback (an error: the handler reports the failure)
+    }
     return P2P_OK;
 }
 
@@ -385,6 +403,23 @@ void Comm::on_peer_left(uint32_t peer) {
     p.failed = true;
     failed_pending_.push_back(peer);
     ctx_->request_deferred();  // handle_failures after this progress call
+}
+
+void Comm::on_hello_flushed(uint32_t peer, ucs_status_t st) {
+    if (st != UCS_OK) return;  // the endpoint failed or was closed
+    peers_[peer].hello_due = true;
+    hellos_due_ = true;
+    ctx_->request_deferred();  // say_hellos after this progress call
+}
+
+void Comm::say_hellos() {
+    hellos_due_ = false;
+    for (uint32_t r = 0; r < size_; ++r) {
+        Peer &p = peers_[r];
+        if (!p.hello_due) continue;
+        p.hello_due = false;
+        if (!said_goodbye_) say_note(r, p.ep, Context::kHelloMagic);
+    }
 }
 
 void Comm::on_peer_hello(uint32_t peer) {
@@ -459,6 +494,7 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
 
 void Comm::handle_failures() {
     close_flushed();
+    if (hellos_due_) say_hellos();
     for (uint32_t peer : late_hellos_) goodbye_to_watcher(peer);
     late_hellos_.clear();
     // By index, not by swapping the vector away: its capacity (2 entries

@@ -263,6 +263,9 @@ public:
     /** peer connected an endpoint to us (its hello): it may wait on us, so
      *  our shutdown says goodbye to it too. Worker lock held. */
     void on_peer_hello(uint32_t peer);
+    /** The flush of a new endpoint to peer ended (st): its wireup is over,
+     *  say hello after this progress call. Worker lock held. */
+    void on_hello_flushed(uint32_t peer, ucs_status_t st);
     /** A send UCX finished with UCS_OK after its receiver left was
      *  answered by the receiver's drain (drain_unexpected), not received. */
     bool send_unreceived(const Op *op) const {
@@ -291,6 +294,7 @@ private:
         bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye (shut down): see on_peer_left
         bool watcher = false;   // said hello: see on_peer_hello
+        bool hello_due = false;  // wired up: our hello is to go (on_hello_flushed)
         bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
         bool map_refused = false;  // its regions cannot be mapped here
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
@@ -432,6 +436,8 @@ private:
     /** Goodbye to a peer that said hello and that we hold no endpoint to
      *  (connects one; closed at destroy). Worker lock held. */
     void goodbye_to_watcher(uint32_t peer);
+    /** Say the hellos on_hello_flushed left due. Deferred hook. */
+    void say_hellos();
     // Shutdown's step for the sends UCX moves: goodbye, then a forced
     // close (force_close_flushed), for each peer nothing else of ours
     // names any more. True while some peer waits for that (call again
@@ -489,6 +495,7 @@ private:
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
     bool said_goodbye_ = false;
+    bool hellos_due_ = false;  // some peer's hello_due is set
     CompletionQueue cq_[2];
 };
 
