@@ -183,6 +183,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     // and each endpoint is closed once.
     c->failed_pending_.reserve(2 * size_t(c->size_));
     c->late_hellos_.reserve(c->size_);  // a peer says hello once
+    c->hellos_due_.reserve(c->size_);   // one flush per new endpoint
     c->closing_.reserve(c->size_);
     c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
     uint32_t ncma = 0;
@@ -209,7 +210,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
-    ctx->set_goodbye_handler(c->id_, gen, [raw](uint32_t r, bool hello) {
+    ctx->set_note_handler(c->id_, gen, [raw](uint32_t r, bool hello) {
         if (r >= raw->size_ || r == raw->rank_) return;
         if (hello) {
             raw->on_peer_hello(r);
@@ -229,7 +230,7 @@ Comm::~Comm() {
         return;
     }
     shutdown();  // says goodbye
-    ctx_->set_goodbye_handler(id_, gen_, nullptr);
+    ctx_->set_note_handler(id_, gen_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
@@ -239,8 +240,7 @@ Comm::~Comm() {
         // Hellos that came after our goodbyes and before the handler went
         // (none can come now): answer them here, so their endpoints close
         // below with the others.
-        for (uint32_t peer : late_hellos_) goodbye_to_watcher(peer);
-        late_hellos_.clear();
+        answer_late_hellos();
         for (Flushing &f : flushing_) {  // only if shutdown gave up waiting
             ucp_request_free(f.flush);
             close_ep(&f.ep, true);
@@ -407,19 +407,20 @@ void Comm::on_peer_left(uint32_t peer) {
 
 void Comm::on_hello_flushed(uint32_t peer, ucs_status_t st) {
     if (st != UCS_OK) return;  // the endpoint failed or was closed
-    peers_[peer].hello_due = true;
-    hellos_due_ = true;
+    hellos_due_.push_back(peer);  // within the capacity reserved at create
     ctx_->request_deferred();  // say_hellos after this progress call
 }
 
 void Comm::say_hellos() {
-    hellos_due_ = false;
-    for (uint32_t r = 0; r < size_; ++r) {
-        Peer &p = peers_[r];
-        if (!p.hello_due) continue;
-        p.hello_due = false;
-        if (!said_goodbye_) say_note(r, p.ep, Context::kHelloMagic);
+    if (!said_goodbye_) {
+        for (uint32_t r : hellos_due_) say_note(r, peers_[r].ep, Context::kHelloMagic);
     }
+    hellos_due_.clear();
+}
+
+void Comm::answer_late_hellos() {
+    for (uint32_t r : late_hellos_) goodbye_to_watcher(r);
+    late_hellos_.clear();
 }
 
 void Comm::on_peer_hello(uint32_t peer) {
@@ -494,9 +495,8 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
 
 void Comm::handle_failures() {
     close_flushed();
-    if (hellos_due_) say_hellos();
-    for (uint32_t peer : late_hellos_) goodbye_to_watcher(peer);
-    late_hellos_.clear();
+    say_hellos();
+    answer_late_hellos();
     // By index, not by swapping the vector away: its capacity (2 entries
     // per peer, reserved at create) is what lets the UCX callbacks that
     // append to it never allocate.

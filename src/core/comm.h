@@ -294,7 +294,6 @@ private:
         bool cma_write_off = false;  // we could not write the peer once
         bool left = false;      // said goodbye (shut down): see on_peer_left
         bool watcher = false;   // said hello: see on_peer_hello
-        bool hello_due = false;  // wired up: our hello is to go (on_hello_flushed)
         bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
         bool map_refused = false;  // its regions cannot be mapped here
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
@@ -428,7 +427,7 @@ private:
     void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
     void send_goodbyes();   // once; worker lock held
-    /** Send a hello or goodbye note (Context::Goodbye) on ep. Lock held. */
+    /** Send a hello or goodbye note (Context::Note) on ep. Lock held. */
     void say_note(uint32_t peer, ucp_ep_h ep, uint32_t magic);
     void say_goodbye(uint32_t peer, ucp_ep_h ep) {
         say_note(peer, ep, Context::kGoodbyeMagic);
@@ -438,6 +437,9 @@ private:
     void goodbye_to_watcher(uint32_t peer);
     /** Say the hellos on_hello_flushed left due. Deferred hook. */
     void say_hellos();
+    /** Goodbye to the peers whose hello came after our goodbyes (see
+     *  on_peer_hello). Deferred hook, and destroy. */
+    void answer_late_hellos();
     // Shutdown's step for the sends UCX moves: goodbye, then a forced
     // close (force_close_flushed), for each peer nothing else of ours
     // names any more. True while some peer waits for that (call again
@@ -481,6 +483,7 @@ private:
     std::unique_ptr<Peer[]> peers_;
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<uint32_t> late_hellos_;     // hellos after our goodbyes (on_peer_hello)
+    std::vector<uint32_t> hellos_due_;      // wired up: our hello is to go (say_hellos)
     std::vector<void *> closing_;           // ep close requests in flight
     std::vector<Flushing> flushing_;        // see force_close_flushed
     Op *ops_ = nullptr;                      // in-flight operations
@@ -495,7 +498,6 @@ private:
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
     bool said_goodbye_ = false;
-    bool hellos_due_ = false;  // some peer's hello_due is set
     CompletionQueue cq_[2];
 };
 

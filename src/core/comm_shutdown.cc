@@ -11,10 +11,10 @@ namespace ucxp2p {
 
 void Comm::say_note(uint32_t r, ucp_ep_h ep, uint32_t magic) {
     if (ep == nullptr || peers_[r].failed || r == rank_) return;
-    const Context::Goodbye g{magic, id_, gen_, rank_};
-    ucs_status_t st = send_small(g, [&](const Context::Goodbye *buf,
+    const Context::Note g{magic, id_, gen_, rank_};
+    ucs_status_t st = send_small(g, [&](const Context::Note *buf,
                                         const ucp_request_param_t *prm) {
-        return ucp_am_send_nbx(ep, Context::kAmGoodbye, buf, sizeof(*buf), nullptr, 0,
+        return ucp_am_send_nbx(ep, Context::kAmNote, buf, sizeof(*buf), nullptr, 0,
                                prm);
     });
     if (st != UCS_OK) {

@@ -46,12 +46,12 @@ template <class E> int enum_bits(const E &field) {
 
 /** A peer's hello or goodbye (UCP active message); runs inside worker progress,
  *  under the worker lock. */
-ucs_status_t goodbye_am_cb(void *arg, const void *header, size_t header_length,
+ucs_status_t note_am_cb(void *arg, const void *header, size_t header_length,
                            void *, size_t, const ucp_am_recv_param_t *) {
-    Context::Goodbye g;
+    Context::Note g;
     if (header_length == sizeof(g)) {
         std::memcpy(&g, header, sizeof(g));
-        static_cast<Context *>(arg)->on_goodbye(g);
+        static_cast<Context *>(arg)->on_note(g);
     }
     return UCS_OK;
 }
@@ -233,8 +233,8 @@ p2p_status_t Context::create(const ContextSettings &settings,
     ucp_am_handler_param_t am = {};
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    am.id = kAmGoodbye;
-    am.cb = goodbye_am_cb;
+    am.id = kAmNote;
+    am.cb = note_am_cb;
     am.arg = c.get();
     st = ucp_worker_set_am_recv_handler(c->worker_.get(), &am);
     if (st != UCS_OK) {
@@ -319,20 +319,20 @@ void Context::remove_deferred_hook(const void *owner) {
     }
 }
 
-void Context::set_goodbye_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
+void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
     std::lock_guard<Mutex> lock(worker_mu_);
-    if (comm_id >= goodbye_.size()) return;
-    goodbye_[comm_id] = std::move(h);
-    goodbye_gen_[comm_id] = gen;
-    if (!goodbye_[comm_id]) return;
+    if (comm_id >= notes_.size()) return;
+    notes_[comm_id] = std::move(h);
+    note_gen_[comm_id] = gen;
+    if (!notes_[comm_id]) return;
     // Hand over the notes kept for this id, oldest first; drop those of
     // its earlier generations.
     size_t kept = 0;
     const size_t first = (early_next_ + kEarlyNotes - early_count_) % kEarlyNotes;
     for (size_t i = 0; i < early_count_; ++i) {
-        const Goodbye g = early_[(first + i) % kEarlyNotes];
+        const Note g = early_[(first + i) % kEarlyNotes];
         if (g.comm_id == comm_id) {
-            if (g.gen == gen) goodbye_[comm_id](g.rank, g.magic == kHelloMagic);
+            if (g.gen == gen) notes_[comm_id](g.rank, g.magic == kHelloMagic);
             continue;
         }
         early_[(first + kept++) % kEarlyNotes] = g;
@@ -341,11 +341,11 @@ void Context::set_goodbye_handler(unsigned comm_id, uint32_t gen, NoteHandler h)
     early_next_ = (first + kept) % kEarlyNotes;
 }
 
-void Context::on_goodbye(const Goodbye &g) {
+void Context::on_note(const Note &g) {
     if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
-    if (g.comm_id >= goodbye_.size()) return;
-    if (goodbye_[g.comm_id] && g.gen == goodbye_gen_[g.comm_id]) {
-        goodbye_[g.comm_id](g.rank, g.magic == kHelloMagic);
+    if (g.comm_id >= notes_.size()) return;
+    if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
+        notes_[g.comm_id](g.rank, g.magic == kHelloMagic);
         return;
     }
     early_[early_next_] = g;  // the oldest goes when full

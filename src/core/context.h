@@ -81,8 +81,8 @@ public:
      *  of the communicator with that id and generation runs under the
      *  worker lock; a note that comes before it is set (the peer was
      *  quicker out of the address exchange) is kept for it. */
-    static constexpr unsigned kAmGoodbye = 1;
-    struct Goodbye {
+    static constexpr unsigned kAmNote = 1;
+    struct Note {
         uint32_t magic;  // kGoodbyeMagic or kHelloMagic
         uint32_t comm_id;
         uint32_t gen;  // of the id: a late note from its last user is ignored
@@ -92,8 +92,8 @@ public:
     static constexpr uint32_t kHelloMagic = 0x484c4f31;    // "HLO1"
     /** h(rank, hello): a note from rank, hello or goodbye. nullptr clears. */
     using NoteHandler = std::function<void(uint32_t, bool)>;
-    void set_goodbye_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
-    void on_goodbye(const Goodbye &g);  // worker lock held
+    void set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
+    void on_note(const Note &g);  // worker lock held
 
     /** Stop the progress thread (teardown; idempotent). */
     void stop_progress() { if (progress_) progress_->stop(); }
@@ -115,13 +115,13 @@ private:
     CommIdSet used_ids_{};
     CommIdGens id_gens_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
-    std::array<NoteHandler, kMaxComms> goodbye_;     // worker lock
-    std::array<uint32_t, kMaxComms> goodbye_gen_{};  // worker lock
+    std::array<NoteHandler, kMaxComms> notes_;     // worker lock
+    std::array<uint32_t, kMaxComms> note_gen_{};  // worker lock
     // Notes no handler took (early, or late for a communicator gone): the
     // newest kEarlyNotes, a ring (filled inside UCX callbacks: no
     // allocation). Worker lock.
     static constexpr size_t kEarlyNotes = 256;
-    std::array<Goodbye, kEarlyNotes> early_{};
+    std::array<Note, kEarlyNotes> early_{};
     size_t early_next_ = 0, early_count_ = 0;
     bool deferred_pending_ = false;  // worker lock held
 };

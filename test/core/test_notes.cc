@@ -1,5 +1,5 @@
 /*
- * Hello and goodbye notes (Context::on_goodbye): a note that comes before
+ * Hello and goodbye notes (Context::on_note): a note that comes before
  * its communicator's handler is set is kept for it, one of an earlier
  * generation of the id is dropped, and the ring keeps the newest ones.
  */
@@ -28,10 +28,10 @@ protected:
     }
     void arrive(uint32_t magic, uint32_t id, uint32_t gen, uint32_t rank) {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());  // as in UCX's callback
-        ctx_->on_goodbye(Context::Goodbye{magic, id, gen, rank});
+        ctx_->on_note(Context::Note{magic, id, gen, rank});
     }
     void listen(uint32_t id, uint32_t gen) {
-        ctx_->set_goodbye_handler(id, gen, [this](uint32_t r, bool hello) {
+        ctx_->set_note_handler(id, gen, [this](uint32_t r, bool hello) {
             got_.emplace_back(r, hello);
         });
     }
@@ -57,11 +57,11 @@ TEST_F(Notes, EarlyNotesReachTheHandlerOfTheirGeneration) {
     EXPECT_EQ((std::vector<Note>{{7, false}}), got_);
     got_.clear();
     // The stale gen-4 note of id 3 was kept, then dropped when gen 6 came.
-    ctx_->set_goodbye_handler(3, 5, nullptr);
+    ctx_->set_note_handler(3, 5, nullptr);
     listen(3, 6);
     EXPECT_TRUE(got_.empty());
-    ctx_->set_goodbye_handler(3, 6, nullptr);
-    ctx_->set_goodbye_handler(9, 5, nullptr);
+    ctx_->set_note_handler(3, 6, nullptr);
+    ctx_->set_note_handler(9, 5, nullptr);
 }
 
 TEST_F(Notes, TheRingKeepsTheNewestInOrder) {
@@ -74,8 +74,8 @@ TEST_F(Notes, TheRingKeepsTheNewestInOrder) {
     }
     got_.clear();
     // Handed over once: a second handler for the same id gets none of them.
-    ctx_->set_goodbye_handler(7, 1, nullptr);
+    ctx_->set_note_handler(7, 1, nullptr);
     listen(7, 1);
     EXPECT_TRUE(got_.empty());
-    ctx_->set_goodbye_handler(7, 1, nullptr);
+    ctx_->set_note_handler(7, 1, nullptr);
 }
