@@ -37,7 +37,8 @@
  *
  * Same-host single copy
  *   Between ranks on one host, messages of P2P_CMA_THRESH bytes or more
- *   (P2P_CMA_MAPPED_THRESH from p2p_mem_alloc memory) are
+ *   (P2P_CMA_MAPPED_THRESH from p2p_mem_alloc memory; by default from
+ *   256 KiB, and from 16 KiB where the sender measured it faster) are
  *   read by the receiver straight from the sender's buffer (Linux cross
  *   memory attach) after a small request message; the send completes when
  *   the receiver has read it. When the kernel refuses the read (ptrace
@@ -325,6 +326,12 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * Post a send of length bytes at buffer to peer, tagged tensor_id.
  * (buffer, length) must lie inside mem. length may be 0 (buffer may then be
  * any address inside mem). user_context comes back in the completion.
+ * The send's completion means the buffer may be reused. It may come before
+ * the peer posted its receive (small messages, UCX's eager protocol) or
+ * only after (rendezvous, same-host single copy, and with
+ * P2P_CMA_THRESH=auto one send in about each MiB of 16-256 KiB sends to a
+ * same-host peer, which is sent synchronously to time the path): never
+ * wait for a send's completion before posting the receive it pairs with.
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
  * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
  * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead),

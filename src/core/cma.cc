@@ -156,8 +156,16 @@ size_t at_least_rts(uint64_t v) {
 
 }  // namespace
 
+bool threshold_auto() {
+    static bool automatic = config_get("P2P_CMA_THRESH") == "auto";
+    return automatic;
+}
+
 size_t threshold() {
-    static size_t thresh = at_least_rts(size_var("P2P_CMA_THRESH", 262144));
+    // Malformed: the fixed default of the releases before auto.
+    static size_t thresh = threshold_auto()
+                               ? SIZE_MAX
+                               : at_least_rts(size_var("P2P_CMA_THRESH", 262144));
     return thresh;
 }
 

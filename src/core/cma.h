@@ -80,8 +80,12 @@ const Identity &local_identity();
 /** Same host, same pid namespace, both enabled. */
 bool peer_eligible(const Identity &mine, const Identity &theirs);
 
-/** Smallest message from an application buffer sent by single copy
- *  (P2P_CMA_THRESH, read once). */
+/** P2P_CMA_THRESH is auto (the default, read once): the sender chooses
+ *  per size (core/path_choice.h). */
+bool threshold_auto();
+
+/** Smallest message from an application buffer sent by single copy when
+ *  P2P_CMA_THRESH is a number (read once; SIZE_MAX when auto). */
 size_t threshold();
 
 /** Smallest message from a p2p_mem_alloc buffer (memcpy through the

@@ -17,6 +17,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/mem.h"
+#include "core/path_choice.h"
 #include "core/shm_region.h"
 
 #include <ucxp2p/p2p.h>
@@ -110,6 +111,7 @@ struct Op {
     enum Stage : uint8_t { PLAIN, SEND_RTS, SEND_SPLIT, SEND_PUSH, RECV_PUSH,
                            RECV_SPLIT } stage = PLAIN;
     bool bounced = false;        // small receive landed in bounce[] first
+    uint8_t chosen = 0;          // a send ending a PathChooser block: 1 + path
     uint32_t seq = 0;
     uint64_t split = 0;          // split send: where the sender's part starts
     cma::ReadResult head = cma::ReadResult::OK;  // split receive: head read
@@ -131,6 +133,8 @@ struct Op {
     // cleared past here (Comm::alloc_op resets the fields above only: the
     // message-rate path pays for ~120 bytes, not the whole record).
     cma::Rts rts{};              // split receive: the sender's request
+    int64_t block_start_ns = 0;  // when chosen: its block (PathChooser::Pick)
+    uint64_t block_bytes = 0;
     cma::Ack ack{};              // control receives land here
     alignas(8) uint8_t bounce[sizeof(cma::Rts)];  // small receive, see bounced
 };
@@ -301,6 +305,8 @@ private:
         int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
         uint64_t epoch_ino = 0;
         shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
+        // P2P_CMA_THRESH=auto and single copy possible: the path per size.
+        std::unique_ptr<PathChooser> chooser;
     };
 
     Comm() = default;
@@ -346,11 +352,36 @@ private:
     uint64_t user_mask(uint32_t peer) const {
         return peers_[peer].cma ? kUserRecvMask : kFullMask;
     }
-    /** The send goes single copy (core/cma.h) rather than through UCX. */
-    bool wants_single_copy(const Peer &p, const PostItem &it) const {
+    /** The send may go single copy (core/cma.h) rather than through UCX:
+     *  it does unless the chooser says otherwise (wants_single_copy). */
+    bool may_single_copy(const Peer &p, const PostItem &it) const {
         return p.cma && !p.cma_off &&
                it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_);
     }
+    /** Whether the send of op goes single copy; for a size chosen at run
+     *  time (P2P_CMA_THRESH=auto) the chooser picks, and op is marked for
+     *  finish() to report back. Once per send. Worker lock held. */
+    bool wants_single_copy(Op *op, const Peer &p, const PostItem &it) {
+        if (!may_single_copy(p, it)) return false;
+        if (!p.chooser || it.mem->shm_fd >= 0 || !PathChooser::adaptive(it.length)) {
+            return true;
+        }
+        const bool was_probing = p.chooser->probing(it.length);
+        const PathChooser::Pick k = p.chooser->pick(it.length, now_ns());
+        if (!was_probing && p.chooser->probing(it.length)) {
+            log_probe(it.peer, it.length, k.path);
+        }
+        if (k.ends_block) {
+            op->chosen = static_cast<uint8_t>(1 + k.path);
+            op->block_start_ns = k.block_start_ns;
+            op->block_bytes = k.block_bytes;
+        }
+        return k.path == PathChooser::kSingleCopy;
+    }
+    /** Debug log: the chooser for peer started a probe of path. */
+    void log_probe(uint32_t peer, size_t len, PathChooser::Path path) const;
+    /** A send that ended its chooser's block ended (finish). */
+    void report_choice(const Op *op, bool ok);
     /** Post one item (errors complete it); true if it is still in flight
      *  afterwards, false if it completed inside the call. */
     bool post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
@@ -405,6 +436,9 @@ private:
         }
         op->entry.status = ps;
         op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
+        if (op->chosen != 0) {
+            report_choice(op, ps == P2P_OK);
+        }
         op->mem->release();
         ctx_->progress().op_completed();
         cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
@@ -475,7 +509,8 @@ private:
     uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
     uint32_t gen_ = 0;        // id_'s generation (comm_tag_base)
     uint64_t tag_base_ = 0;   // comm_tag_base(id_, gen_)
-    size_t cma_thresh_ = SIZE_MAX;
+    size_t cma_thresh_ = SIZE_MAX;   // auto: PathChooser::kMinBytes
+    bool cma_auto_ = false;          // P2P_CMA_THRESH=auto: Peer::chooser picks
     size_t mapped_thresh_ = SIZE_MAX;
     size_t split_thresh_ = SIZE_MAX;
     bool id_claimed_ = false;

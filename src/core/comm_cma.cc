@@ -1,7 +1,8 @@
 /*
  * Comm's same-host single-copy protocol (see core/cma.h): the receiver's
- * handling of a request, the sender's handling of the answer, and the
- * UCX push both sides fall back to.
+ * handling of a request, the sender's handling of the answer, the
+ * UCX push both sides fall back to, and what the per-size path choice
+ * (core/path_choice.h) learns from the sends it timed.
  */
 #include "core/comm.h"
 #include "core/log.h"
@@ -468,6 +469,27 @@ void Comm::repost_push(Op *op) {
         return;
     }
     complete(op, UCS_PTR_STATUS(req), is_send ? op->length : 0);
+}
+
+void Comm::log_probe(uint32_t peer, size_t len, PathChooser::Path path) const {
+    P2P_LOG(P2P_LOG_DEBUG, "comm %u: measuring %s for sends to rank %u of %zu bytes "
+            "and their size class", id_,
+            path == PathChooser::kSingleCopy ? "single copy" : "ucx", peer, len);
+}
+
+void Comm::report_choice(const Op *op, bool ok) {
+    PathChooser *ch = peers_[op->entry.peer].chooser.get();
+    const auto path = static_cast<PathChooser::Path>(op->chosen - 1);
+    double from = 0, to = 0;
+    if (ch != nullptr && ch->done(op->length, path, op->block_start_ns, op->block_bytes,
+                                  now_ns(), ok, &from, &to)) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: sends to rank %u of %zu bytes and their "
+                "size class now go %s (%.2f GB/s against %.2f)", id_,
+                op->entry.peer, op->length,
+                ch->in_use(op->length) == PathChooser::kSingleCopy
+                    ? "by single copy" : "through ucx",
+                to, from);
+    }
 }
 
 } // namespace ucxp2p

@@ -75,7 +75,7 @@ inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
     // Larger messages cannot complete inside the call (UCX's eager-short
     // limit is a few KiB on every transport): do not ask.
     constexpr size_t kImmediateMax = 16384;
-    if (it.length > kImmediateMax || wants_single_copy(peers_[it.peer], it)) {
+    if (it.length > kImmediateMax || may_single_copy(peers_[it.peer], it)) {
         return false;
     }
     ucp_request_param_t prm;
@@ -237,7 +237,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     Op *op = alloc_op();  // from the cache post_locked filled: no throw
     fill_op(op, is_send, it);
     Peer &peer = peers_[it.peer];
-    if (is_send && wants_single_copy(peer, it)) {
+    if (is_send && wants_single_copy(op, peer, it)) {
         post_rts(op, it, ep);
         return true;  // waits for the receiver's answer
     }
@@ -251,8 +251,12 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     op->posting = true;
     if (is_send) {
         prm.cb.send = send_cb;
-        req = ucp_tag_send_nbx(ep, it.buffer, it.length,
-                               make_tag(tag_base_, rank_, it.tensor_id), &prm);
+        const ucp_tag_t tag = make_tag(tag_base_, rank_, it.tensor_id);
+        // The last send of a PathChooser block through UCX: completes once
+        // the receiver has matched it, so the block's time is end to end.
+        req = op->chosen != 0
+                  ? ucp_tag_send_sync_nbx(ep, it.buffer, it.length, tag, &prm)
+                  : ucp_tag_send_nbx(ep, it.buffer, it.length, tag, &prm);
     } else {
         // Always through the callback: UCX 1.13 reports no length for a
         // receive completed immediately (recv_info is not filled there).

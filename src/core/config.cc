@@ -117,11 +117,14 @@ const ConfigVar kTable[] = {
      "auto (used when both ranks are in one pid namespace on one boot of one "
      "machine, the call is permitted and UCX_TLS allows shared memory -- "
      "unset, all, sm, shm or cma), or off (UCX moves every byte)."},
-    {"P2P_CMA_THRESH", "262144",
+    {"P2P_CMA_THRESH", "auto",
      "Smallest message, in bytes, from an application buffer sent by single "
      "copy (process_vm_readv) when P2P_CMA applies; smaller ones go through "
      "UCX's shared memory (two copies, but no system call and no page "
-     "pinning per message: faster below this size, cold or warm)."},
+     "pinning per message). auto: below 16 KiB UCX, from 256 KiB single "
+     "copy, and in between the sender measures both per peer and size class "
+     "and uses the faster, trying the other now and then (which one wins "
+     "depends on the machine and its load)."},
     {"P2P_CMA_MAPPED_THRESH", "2048",
      "Smallest message, in bytes, from p2p_mem_alloc memory sent by single "
      "copy (memcpy through the receiver's mapping of the sender's memfd)."},

@@ -16,6 +16,7 @@
  *   cma-fallback          same-host single copy refused by the kernel
  *   cma-withdraw          single-copy sends cancelled before the receive
  *   cma-split-wait        receiver shutdown waits for the sender's half
+ *   cma-auto-order        a stream across the per-size path choice, in order
  *   depart [linger_s]     rank 0 leaves first, the others linger
  */
 #include "mp_common.h"
@@ -147,6 +148,7 @@ int main(int argc, char **argv) {
         {"truncate", mp::run_truncate}, {"threads", mp::run_threads},
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
+        {"cma-auto-order", mp::run_cma_auto_order},
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},

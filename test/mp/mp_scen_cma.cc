@@ -25,6 +25,13 @@
  *       sending, but rank 0 stays stopped until rank 1's shutdown gave up
  *       waiting (run it with a short P2P_PEER_TIMEOUT_MS): the send must
  *       have ended P2P_ERR_CANCELED by then, the receive not.
+ *   cma-auto-order  rank 0 streams 64 KiB messages, all with one tensor
+ *       id, to rank 1 (P2P_CMA_THRESH=auto: the sender measures UCX, then
+ *       probes single copy, and may switch between them mid-stream); every
+ *       message must arrive intact and in posting order. `unreceived`:
+ *       then rank 0 posts sends rank 1 never receives and shuts down: each
+ *       must complete once (OK or P2P_ERR_CANCELED), the synchronous ones
+ *       the choice makes included.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -189,7 +196,9 @@ void run_cma_split_wait(int argc, char **argv) {
     const size_t kLen = size_t(4) << 20;  // above P2P_CMA_SPLIT
     RegBuf big(r.ctx(), kLen, r.rank() == 0 ? 0 : 0xEE);
     RegBuf small(r.ctx(), 16, 0);
-    const size_t kMid = size_t(128) << 10;  // below P2P_CMA_THRESH: UCX moves it
+    // Below the threshold (auto: its size class starts with UCX, and this is
+    // its first send): UCX moves it.
+    const size_t kMid = size_t(128) << 10;
     RegBuf mid(r.ctx(), kMid, 0x5A);
     const std::vector<Xfer> pid_msg = {{r.rank() == 0, 1 - r.rank(), 1, 8, 0}};
     const std::vector<Xfer> go_msg = {{r.rank() == 1, 1 - r.rank(), 3, 8, 8}};
@@ -306,6 +315,59 @@ void run_cma_split_wait(int argc, char **argv) {
     big.release();
     small.release();
     say("cma-split-wait ok");
+    r.finish();
+}
+
+void run_cma_auto_order(int argc, char **argv) {
+    const bool unreceived = argc > 0 && std::strcmp(argv[0], "unreceived") == 0;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-auto-order");
+    MP_CHECK(r.size() == 2, "cma-auto-order needs 2 ranks");
+    constexpr size_t kLen = size_t(64) << 10;
+    constexpr uint32_t kWindow = 32, kMessages = 1024, kTid = 7;
+    RegBuf buf(r.ctx(), kLen * kWindow, 0);
+    std::vector<Xfer> window;
+    for (uint32_t first = 0; first < kMessages; first += kWindow) {
+        window.clear();
+        for (uint32_t k = 0; k < kWindow; ++k) {
+            uint8_t *slot = buf.data() + k * kLen;
+            window.push_back({r.rank() == 0, 1 - r.rank(), kTid, kLen, k * kLen});
+            if (r.rank() == 0) {
+                fill_pattern(slot, kLen, 0, 1, first + k);  // its sequence number
+                MP_OK(p2p_comm_send(r.comm(), 1, kTid, slot, kLen, buf.mem(), ctx_of(k)));
+            } else {
+                MP_OK(p2p_comm_recv(r.comm(), 0, kTid, slot, kLen, buf.mem(), ctx_of(k)));
+            }
+        }
+        collect(r.comm(), window, 60);
+        if (r.rank() == 1) {
+            // Equal (peer, tensor_id): receives match in posting order.
+            for (uint32_t k = 0; k < kWindow; ++k) {
+                check_pattern(buf.data() + k * kLen, kLen, 0, 1, first + k, "cma-auto-order");
+            }
+        }
+        r.barrier();  // the sender reuses its buffers only now
+    }
+    if (unreceived) {
+        if (r.rank() == 0) {
+            window.clear();
+            for (uint32_t k = 0; k < kWindow; ++k) {
+                window.push_back({true, 1, kTid + 1, kLen, k * kLen});
+                MP_OK(p2p_comm_send(r.comm(), 1, kTid + 1, buf.data() + k * kLen, kLen,
+                                    buf.mem(), ctx_of(k)));
+            }
+            MP_OK(p2p_comm_shutdown(r.comm()));
+            static size_t cancelled = 0;  // CompletionCheck takes no capture
+            collect(r.comm(), window, 30, [](const Xfer &, const p2p_completion_t &c) {
+                MP_CHECK(c.status == P2P_OK || c.status == P2P_ERR_CANCELED,
+                         "an unreceived send ended %d", static_cast<int>(c.status));
+                cancelled += c.status == P2P_ERR_CANCELED ? 1 : 0;
+            });
+            say("%zu of %u unreceived sends cancelled", cancelled, kWindow);
+        }
+        r.barrier();
+    }
+    say("cma-auto-order ok");
     r.finish();
 }
 

@@ -22,6 +22,7 @@ void run_leave(int argc, char **argv);
 void run_leave_oom(int argc, char **argv);
 void run_cma_fallback(int argc, char **argv);
 void run_cma_withdraw(int argc, char **argv);
+void run_cma_auto_order(int argc, char **argv);
 void run_cma_split_wait(int argc, char **argv);
 
 } // namespace mp

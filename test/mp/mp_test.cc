@@ -323,6 +323,34 @@ TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
     EXPECT_GE(count(out, "-byte region of rank 0"), 1u) << out;
 }
 
+// P2P_CMA_THRESH=auto: a stream of 64 KiB messages on one tensor id starts
+// through UCX, then the sender probes single copy (and may switch); the
+// receiver checks every message and their order.
+TEST_P(MpTest, SingleCopyAutoChoiceKeepsOrder2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-auto-order"};
+    s.env = {"P2P_LOG_LEVEL=debug", "P2P_CMA_THRESH=auto"};
+    const std::string out = expect_pass(s, "cma-auto-order ok");
+    EXPECT_GE(count(out, "measuring single copy for sends to rank 1 of 65536 bytes"), 1u)
+        << out;
+}
+
+// And sends nobody receives, then the sender's shutdown: each completes
+// once, the synchronous sends that end the chooser's blocks included.
+TEST_P(MpTest, SingleCopyAutoChoiceUnreceivedSendsEndAtShutdown2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.args = {"cma-auto-order", "unreceived"};
+    s.env = {"P2P_CMA_THRESH=auto"};
+    const std::string out = expect_pass(s, "cma-auto-order ok");
+    EXPECT_NE(std::string::npos, out.find("unreceived sends cancelled")) << out;
+}
+
 TEST_P(MpTest, SingleCopySplitReceiverShutdownWaits2Ranks) {
     if (!single_copy(GetParam())) {
         GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";

@@ -1,0 +1,143 @@
+/*
+ * Per-size path choice for same-host sends. See core/path_choice.h.
+ */
+#include "core/path_choice.h"
+
+#include <algorithm>
+
+namespace ucxp2p {
+
+int PathChooser::class_of(size_t len) {
+    int c = 0;
+    while (c + 1 < kClasses && len >= (size_t(1) << (kMinShift + c + 1))) {
+        ++c;
+    }
+    return c;
+}
+
+uint32_t PathChooser::block_sends(size_t len) {
+    const uint64_t n = (kBlockBytes + len - 1) / len;
+    return n < kMinBlockSends ? kMinBlockSends : static_cast<uint32_t>(n);
+}
+
+void PathChooser::give_up_probe(Class &c) {
+    c.probe = false;
+    c.interval = std::min(c.interval * kIntervalGrowth, kMaxInterval);
+    c.until_probe = c.interval;
+}
+
+PathChooser::Pick PathChooser::pick(size_t len, int64_t now_ns) {
+    if (len < kMinBytes) return {kUcx, false, 0, 0};
+    if (len >= kMaxBytes) return {kSingleCopy, false, 0, 0};
+    Class &c = classes_[class_of(len)];
+    if (c.bsends == 0) {  // a block starts: its path
+        if (!c.probe && c.until_probe == 0 && c.rate[c.use] > 0) {
+            c.probe = true;  // due, and there is a rate to beat
+            c.probe_sends = 0;
+            c.span[other(c.use)] = Span{};
+        }
+        c.bpath = c.probe ? other(c.use) : c.use;
+        c.bstart_ns = now_ns;
+        c.bbytes = 0;
+    }
+    if (c.probe) {
+        if (++c.probe_sends >= kMaxProbeSends) give_up_probe(c);
+    } else if (c.until_probe > 0) {
+        --c.until_probe;
+    }
+    Pick r{c.bpath, false, c.bstart_ns, 0};
+    c.bbytes += len;
+    if (++c.bsends >= kMinBlockSends && c.bbytes >= kBlockBytes) {
+        r.ends_block = true;
+        r.block_bytes = c.bbytes;
+        c.bsends = 0;
+    }
+    return r;
+}
+
+bool PathChooser::decide(Class &c, double *from_rate, double *to_rate) {
+    const Path o = other(c.use);
+    c.probe = false;
+    const double cur = c.rate[c.use];
+    const bool faster = cur > 0 && c.rate[o] > cur * kSwitchMargin;
+    if (faster) {
+        if (from_rate != nullptr) *from_rate = cur;
+        if (to_rate != nullptr) *to_rate = c.rate[o];
+        c.use = o;
+        c.interval = kMinInterval;
+    } else {
+        c.interval = std::min(c.interval * kIntervalGrowth, kMaxInterval);
+    }
+    c.until_probe = c.interval;
+    return faster;
+}
+
+bool PathChooser::measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes,
+                          int64_t now_ns, bool ok, double *rate) {
+    if (!ok) {
+        sp = Span{};
+        return false;
+    }
+    if (sp.start_ns == INT64_MIN) {
+        sp.start_ns = sp.last_end_ns = now_ns;
+        return false;
+    }
+    const bool new_burst = now_ns - sp.last_end_ns > kBurstNs;
+    bool complete = false;
+    if (new_burst && sp.bytes >= static_cast<double>(kSpanBytes)) {
+        // The span ends with the burst before this end.
+        const double ns = static_cast<double>(sp.last_end_ns - sp.start_ns) - sp.idle_ns;
+        if (ns > 0) {
+            *rate = sp.bytes / ns;
+            complete = true;
+        }
+        const int64_t from = sp.last_end_ns;
+        sp = Span{};
+        sp.start_ns = sp.last_end_ns = from;
+    }
+    if (block_start_ns > sp.last_end_ns) {  // nothing was in flight meanwhile
+        sp.idle_ns += static_cast<double>(block_start_ns - sp.last_end_ns);
+    }
+    if (sp.bytes == 0 && !new_burst) {
+        sp.start_ns = now_ns;  // still the burst the span starts after
+        sp.idle_ns = 0;
+    } else {
+        sp.bytes += static_cast<double>(block_bytes);
+    }
+    sp.last_end_ns = std::max(sp.last_end_ns, now_ns);
+    return complete;
+}
+
+bool PathChooser::done(size_t len, Path path, int64_t block_start_ns,
+                       uint64_t block_bytes, int64_t now_ns, bool ok,
+                       double *from_rate, double *to_rate) {
+    if (!adaptive(len)) return false;
+    Class &c = classes_[class_of(len)];
+    double r = 0;
+    if (!measure(c.span[path], block_start_ns, block_bytes, now_ns, ok, &r)) {
+        return false;
+    }
+    if (path == c.use) {
+        c.rate[path] = c.rate[path] == 0 ? r : (3 * c.rate[path] + r) / 4;
+        return false;
+    }
+    if (!c.probe) return false;  // a late span of a probe given up
+    c.rate[path] = r;            // fresh, not averaged with an old probe's
+    return decide(c, from_rate, to_rate);
+}
+
+PathChooser::Path PathChooser::in_use(size_t len) const {
+    if (len < kMinBytes) return kUcx;
+    if (len >= kMaxBytes) return kSingleCopy;
+    return classes_[class_of(len)].use;
+}
+
+bool PathChooser::probing(size_t len) const {
+    return adaptive(len) && classes_[class_of(len)].probe;
+}
+
+double PathChooser::rate(size_t len, Path path) const {
+    return adaptive(len) ? classes_[class_of(len)].rate[path] : 0;
+}
+
+} // namespace ucxp2p

@@ -1,0 +1,152 @@
+/*
+ * Which way a same-host send from an application buffer goes, per size,
+ * from the rates the sender measures (P2P_CMA_THRESH=auto, the default).
+ * One chooser per same-host peer of a communicator.
+ *
+ * Two paths move such a message: UCX's shared memory (two copies, the
+ * sender's into a FIFO and the receiver's out of it, pipelined over both
+ * cores) and our single copy (core/cma.h: process_vm_readv, split between
+ * the two ranks from P2P_CMA_SPLIT). Which is faster depends on the machine
+ * and on its state: on the benchmark VM the crossover moved from below
+ * 16 KiB to above 128 KiB between one hour and the next (docs/
+ * PERFORMANCE.md), so a fixed threshold loses in one state or the other.
+ *
+ * Below kMinBytes UCX always moves the message; from kMaxBytes on single
+ * copy always does (it won or tied at every such size in every state
+ * measured). Between them each power-of-two size class starts with UCX
+ * (the earlier fixed default) and switches when single copy measures
+ * faster, and back.
+ *
+ * The measure: the sends of a class go in blocks, all on one path, each of
+ * at least kBlockBytes and kMinBlockSends. The last send of a block is
+ * confirmed by the receiver: a single-copy send completes on the receiver's
+ * ACK anyway, and through UCX the block's last send is a synchronous one (it
+ * completes once the receiver matched it, so the receiver has taken
+ * everything before it; an ordinary UCX send completes when its data left,
+ * which flatters UCX by what still sits in the FIFO).
+ *
+ * A rate is the bytes of the blocks that ended in a span of at least
+ * kSpanBytes over the span's time, per path. Block ends are seen when the
+ * sender gets round to them, often many in one progress call (a window
+ * posted whole, then polled): a span therefore starts and ends at the last
+ * end of such a burst (ends within kBurstNs of each other), and the blocks
+ * of the burst it starts after do not count. Time when nothing of the path
+ * was in flight (a block posted after the path's last end: the application
+ * idle, or the other path probing) is left out. A UCX synchronous send's
+ * end can be reported after single-copy blocks behind it ended, so spans
+ * never mix paths.
+ *
+ * Every `interval` sends of a class (once the path in use has a rate), a
+ * probe sends on the other path until it has a span's rate. If that is more
+ * than kSwitchMargin faster than the path in use, it becomes the path in use
+ * and the interval starts again at kMinInterval; else the interval grows
+ * kIntervalGrowth-fold up to kMaxInterval (a probe of a slower path then
+ * costs little). A probe without its rate after kMaxProbeSends sends (its
+ * sends never end: a stopped peer, say) is given up; a failed send
+ * restarts its path's span.
+ *
+ * Not thread-safe: its communicator calls it under the worker lock.
+ */
+#ifndef UCXP2P_CORE_PATH_CHOICE_H
+#define UCXP2P_CORE_PATH_CHOICE_H
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+
+namespace ucxp2p {
+
+class PathChooser {
+public:
+    enum Path : uint8_t { kUcx = 0, kSingleCopy = 1 };
+
+    static constexpr size_t kMinBytes = size_t(16) << 10;
+    static constexpr size_t kMaxBytes = size_t(256) << 10;
+    static constexpr uint64_t kBlockBytes = uint64_t(1) << 20;
+    static constexpr uint32_t kMinBlockSends = 8;
+    static constexpr uint64_t kSpanBytes = uint64_t(4) << 20;
+    static constexpr int64_t kBurstNs = 5000;
+    static constexpr uint32_t kMinInterval = 512;   // sends between probes
+    static constexpr uint32_t kMaxInterval = 65536;
+    static constexpr uint32_t kIntervalGrowth = 8;
+    static constexpr uint32_t kMaxProbeSends = 1024;
+    static constexpr double kSwitchMargin = 1.10;
+
+    /** len is chosen per send (kMinBytes <= len < kMaxBytes). */
+    static bool adaptive(size_t len) { return len >= kMinBytes && len < kMaxBytes; }
+    /** Sends in a block of sends of len bytes each. */
+    static uint32_t block_sends(size_t len);
+
+    /** A send's path. ends_block: it is the last of its block: send it
+     *  synchronously when through UCX and report its end with done(),
+     *  passing block_start_ns and block_bytes back. */
+    struct Pick {
+        Path path;
+        bool ends_block;
+        int64_t block_start_ns;
+        uint64_t block_bytes;
+    };
+    /** The path of a send of len bytes posted at now_ns (sizes outside the
+     *  band: their fixed path, never ending a block). */
+    Pick pick(size_t len, int64_t now_ns);
+
+    /** The send that ended a block (pick's ends_block) ended at now_ns; ok:
+     *  it moved its bytes. True when this changed the class's path in use
+     *  (*from_rate, *to_rate: the two rates compared, bytes per ns), for the
+     *  caller's log. */
+    bool done(size_t len, Path path, int64_t block_start_ns, uint64_t block_bytes,
+              int64_t now_ns, bool ok, double *from_rate = nullptr,
+              double *to_rate = nullptr);
+
+    /** The path a class uses outside its probes (fixed sizes: their path). */
+    Path in_use(size_t len) const;
+    /** Whether the class of len is probing the other path now. */
+    bool probing(size_t len) const;
+    /** The last measured rate of path for len's class, bytes per ns; 0:
+     *  not measured. */
+    double rate(size_t len, Path path) const;
+
+private:
+    static constexpr int kMinShift = 14;
+    static constexpr int kClasses = 18 - kMinShift;  // 16 KiB .. 128 KiB
+    static_assert((size_t(1) << kMinShift) == kMinBytes, "first class");
+    static_assert((size_t(1) << (kMinShift + kClasses)) == kMaxBytes, "last class");
+
+    struct Span {
+        int64_t start_ns = INT64_MIN;     // INT64_MIN: no end seen yet
+        int64_t last_end_ns = INT64_MIN;
+        double bytes = 0;
+        double idle_ns = 0;
+    };
+    struct Class {
+        Path use = kUcx;
+        // The block being posted.
+        Path bpath = kUcx;
+        uint32_t bsends = 0;         // 0: the next send starts a block
+        uint64_t bbytes = 0;
+        int64_t bstart_ns = 0;
+        // The schedule.
+        uint32_t until_probe = 0;    // sends before the next probe is due
+        uint32_t interval = kMinInterval;
+        bool probe = false;          // a probe is under way
+        uint32_t probe_sends = 0;
+        // Measures.
+        Span span[2];
+        double rate[2] = {0, 0};     // bytes per ns, 0: unknown
+    };
+
+    static int class_of(size_t len);
+    static Path other(Path p) { return p == kUcx ? kSingleCopy : kUcx; }
+    /** Close the probe of c: switch or not; true when it switched. */
+    static bool decide(Class &c, double *from_rate, double *to_rate);
+    static void give_up_probe(Class &c);
+    /** Add a block's end to sp; true with *rate when a span is complete. */
+    static bool measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes,
+                        int64_t now_ns, bool ok, double *rate);
+
+    Class classes_[kClasses];
+};
+
+} // namespace ucxp2p
+
+#endif
