@@ -200,14 +200,15 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->cq_[0].disable_lock();  // one call at a time (p2p_thread_mode_t)
         c->cq_[1].disable_lock();
     }
-    c->cma_auto_ = cma::threshold_auto();
-    c->cma_thresh_ = c->cma_auto_ ? PathChooser::kMinBytes : cma::threshold();
+    // P2P_CMA_THRESH=auto: a chooser per same-host peer (Peer::chooser).
+    const bool automatic = cma::threshold_auto();
+    c->cma_thresh_ = automatic ? PathChooser::kMinBytes : cma::threshold();
     c->mapped_thresh_ = cma::mapped_threshold();
     c->split_thresh_ = cma::split_threshold();
-    for (uint32_t r = 0; c->cma_auto_ && r < c->size_; ++r) {
+    for (uint32_t r = 0; automatic && r < c->size_; ++r) {
         if (c->peers_[r].cma) c->peers_[r].chooser.reset(new PathChooser());
     }
-    if (ncma > 0 && c->cma_auto_) {
+    if (ncma > 0 && automatic) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: single copy to %u same-host peers "
                 "for messages of %zu bytes or more, chosen per size below %zu "
                 "(%zu from p2p_mem_alloc memory)", c->id_, ncma, c->cma_thresh_,

@@ -366,9 +366,8 @@ private:
         if (!p.chooser || it.mem->shm_fd >= 0 || !PathChooser::adaptive(it.length)) {
             return true;
         }
-        const bool was_probing = p.chooser->probing(it.length);
         const PathChooser::Pick k = p.chooser->pick(it.length, now_ns());
-        if (!was_probing && p.chooser->probing(it.length)) {
+        if (k.starts_probe) {
             log_probe(it.peer, it.length, k.path);
         }
         if (k.ends_block) {
@@ -510,7 +509,6 @@ private:
     uint32_t gen_ = 0;        // id_'s generation (comm_tag_base)
     uint64_t tag_base_ = 0;   // comm_tag_base(id_, gen_)
     size_t cma_thresh_ = SIZE_MAX;   // auto: PathChooser::kMinBytes
-    bool cma_auto_ = false;          // P2P_CMA_THRESH=auto: Peer::chooser picks
     size_t mapped_thresh_ = SIZE_MAX;
     size_t split_thresh_ = SIZE_MAX;
     bool id_claimed_ = false;

@@ -27,11 +27,13 @@ void PathChooser::give_up_probe(Class &c) {
 }
 
 PathChooser::Pick PathChooser::pick(size_t len, int64_t now_ns) {
-    if (len < kMinBytes) return {kUcx, false, 0, 0};
-    if (len >= kMaxBytes) return {kSingleCopy, false, 0, 0};
+    if (len < kMinBytes) return {kUcx, false, 0, 0, false};
+    if (len >= kMaxBytes) return {kSingleCopy, false, 0, 0, false};
     Class &c = classes_[class_of(len)];
+    bool starts_probe = false;
     if (c.bsends == 0) {  // a block starts: its path
         if (!c.probe && c.until_probe == 0 && c.rate[c.use] > 0) {
+            starts_probe = true;
             c.probe = true;  // due, and there is a rate to beat
             c.probe_sends = 0;
             c.span[other(c.use)] = Span{};
@@ -45,7 +47,7 @@ PathChooser::Pick PathChooser::pick(size_t len, int64_t now_ns) {
     } else if (c.until_probe > 0) {
         --c.until_probe;
     }
-    Pick r{c.bpath, false, c.bstart_ns, 0};
+    Pick r{c.bpath, false, c.bstart_ns, 0, starts_probe};
     c.bbytes += len;
     if (++c.bsends >= kMinBlockSends && c.bbytes >= kBlockBytes) {
         r.ends_block = true;

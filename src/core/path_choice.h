@@ -85,6 +85,7 @@ public:
         bool ends_block;
         int64_t block_start_ns;
         uint64_t block_bytes;
+        bool starts_probe;     // this send begins a probe of path (for a log)
     };
     /** The path of a send of len bytes posted at now_ns (sizes outside the
      *  band: their fixed path, never ending a block). */
