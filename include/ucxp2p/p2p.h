@@ -307,8 +307,15 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
 
 /**
  * Register [address, address + length) with UCX (ucp_mem_map).
+ * Host memory (pageable, or pinned with cudaMallocHost) and CUDA managed
+ * memory (cudaMallocManaged) always work. CUDA device memory (cudaMalloc)
+ * only where UCX was built with CUDA (`ucx_info -d` lists cuda transports;
+ * Debian's UCX is not): UCX then moves it, and same-host single copy is off
+ * in that context's communicators. Where the process has loaded the CUDA
+ * driver, the address is checked with cuPointerGetAttribute.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
- * mem_p, zero length), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY.
+ * mem_p, zero length), P2P_ERR_UNSUPPORTED (CUDA device memory and a UCX
+ * without CUDA; logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
                               size_t length, p2p_mem_h *mem_p);

@@ -8,6 +8,7 @@
 #include "core/handles.h"
 #include "core/log.h"
 #include "core/mem.h"
+#include "core/memtype.h"
 #include "core/rcu.h"
 #include "core/stack_buf.h"
 #include "wireup/bootstrap.h"
@@ -257,6 +258,8 @@ p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t l
         if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
             return P2P_ERR_INVALID_PARAM;  // wraps around the address space
         }
+        p2p_status_t st = memtype::check_registration(address, ce->ctx->ucx_cuda());
+        if (st != P2P_OK) return st;
         return register_mem(ce, address, length, shm_fd, shm_ino, mem_p);
     });
 }

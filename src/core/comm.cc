@@ -109,6 +109,13 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     h.version = kBlobVersion;
     h.free_ids = ctx->free_comm_ids(&h.id_gens);
     h.host = cma::local_identity();
+    if (ctx->ucx_cuda() && h.host.enabled) {
+        // Single copy reads and writes with the CPU; a receive or send
+        // buffer may be device memory that only UCX can move. Off on both
+        // sides: the peers see enabled == 0.
+        P2P_LOG(P2P_LOG_INFO, "comm: single copy off: UCX moves CUDA memory here");
+        h.host.enabled = 0;
+    }
     h.addr_len = static_cast<uint32_t>(addr.length());
     std::vector<uint8_t> mine(sizeof(h) + addr.length());
     std::memcpy(mine.data(), &h, sizeof(h));

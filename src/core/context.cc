@@ -220,6 +220,13 @@ p2p_status_t Context::create(const ContextSettings &settings,
         return st == UCS_ERR_NO_DEVICE ? P2P_ERR_NO_DEVICE : P2P_ERR_TRANSPORT;
     }
 
+    ucp_context_attr_t ca = {};
+    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(c->ucp_.get(), &ca) == UCS_OK) {
+        c->ucx_cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    }
+    P2P_LOG(P2P_LOG_DEBUG, "context: UCX %s CUDA memory", c->ucx_cuda_ ? "moves" : "cannot move");
+
     ucp_worker_params_t wp = {};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;

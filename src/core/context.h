@@ -56,6 +56,9 @@ public:
     Progress &progress() { return *progress_; }
     const UcpAddress &address() const { return address_; }
     const ContextSettings &settings() const { return settings_; }
+    /** UCX can move CUDA memory (ucp_context_query's memory types): device
+     *  registrations are accepted, and single copy is off (core/memtype.h). */
+    bool ucx_cuda() const { return ucx_cuda_; }
 
     /** Communicator ids not in use here (bit i set: id i free), and the
      *  generation each id had last here (0 if never used). */
@@ -124,6 +127,7 @@ private:
     std::array<Note, kEarlyNotes> early_{};
     size_t early_next_ = 0, early_count_ = 0;
     bool deferred_pending_ = false;  // worker lock held
+    bool ucx_cuda_ = false;
 };
 
 } // namespace ucxp2p

@@ -1,0 +1,296 @@
+/*
+ * cuda_test: registrations of CUDA memory (core/memtype.h), on a machine
+ * with a GPU. Built when configure found the CUDA runtime; every test
+ * skips, saying why, where no device can be used (no driver, no GPU); run
+ * without arguments there, the program exits 77 (automake's SKIP).
+ *
+ *   cuda_test                      the GoogleTest suite
+ *   cuda_test --rank KIND BYTES    one rank of a two-rank exchange, started
+ *                                  by the suite through p2prun: rank 0
+ *                                  sends BYTES from KIND memory (host,
+ *                                  pinned, managed, device), rank 1
+ *                                  receives into the same kind and checks
+ *
+ * What device memory must do depends on the UCX underneath: one built
+ * without CUDA (Debian's) cannot move it, and p2p_mem_register refuses it;
+ * one built with CUDA moves it.
+ */
+#include "core/memtype.h"
+
+#include "../shell.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using ucxp2p::memtype::classify;
+using ucxp2p::memtype::Kind;
+
+namespace {
+
+/** Whether this UCX reports CUDA among its memory types. */
+bool ucx_moves_cuda() {
+    ucp_params_t p = {};
+    p.field_mask = UCP_PARAM_FIELD_FEATURES;
+    p.features = UCP_FEATURE_TAG;
+    ucp_context_h ctx = nullptr;
+    if (ucp_init(&p, nullptr, &ctx) != UCS_OK) return false;
+    ucp_context_attr_t a = {};
+    a.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    bool yes = ucp_context_query(ctx, &a) == UCS_OK &&
+               (a.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    ucp_cleanup(ctx);
+    return yes;
+}
+
+/** Empty when a CUDA device can be used, else why not. */
+std::string no_gpu_reason() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return std::string("no usable CUDA: ") + cudaGetErrorString(e);
+    if (n == 0) return "no CUDA device";
+    return "";
+}
+
+#define NEED_GPU()                                                        \
+    do {                                                                  \
+        std::string why_ = no_gpu_reason();                               \
+        if (!why_.empty()) GTEST_SKIP() << why_;                          \
+    } while (0)
+
+/** Memory of a kind, freed with the matching call. */
+struct CudaBuf {
+    std::string kind;
+    void *p = nullptr;
+    size_t len = 0;
+    CudaBuf(const std::string &k, size_t n) : kind(k), len(n) {
+        cudaError_t e = cudaSuccess;
+        if (k == "device") e = cudaMalloc(&p, n);
+        else if (k == "managed") e = cudaMallocManaged(&p, n);
+        else if (k == "pinned") e = cudaMallocHost(&p, n);
+        else p = std::malloc(n);
+        if (e != cudaSuccess) p = nullptr;
+    }
+    ~CudaBuf() {
+        if (p == nullptr) return;
+        if (kind == "device" || kind == "managed") cudaFree(p);
+        else if (kind == "pinned") cudaFreeHost(p);
+        else std::free(p);
+    }
+    CudaBuf(const CudaBuf &) = delete;
+    CudaBuf &operator=(const CudaBuf &) = delete;
+};
+
+uint8_t pat(size_t i) { return static_cast<uint8_t>(i * 7 + (i >> 11) + 1); }
+
+#define RANK_CHECK(call)                                                   \
+    do {                                                                   \
+        p2p_status_t s_ = (call);                                          \
+        if (s_ != P2P_OK) {                                                \
+            std::printf("rank %u: %s: %s\n", me, #call, p2p_status_string(s_)); \
+            return 1;                                                      \
+        }                                                                  \
+    } while (0)
+
+/** One rank of the exchange (see the file comment). Exit 0 when the rank
+ *  saw what it must: the payload intact, or device memory refused by a
+ *  UCX that cannot move it. */
+int rank_main(const std::string &kind, size_t len) {
+    uint32_t me = 0;
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    RANK_CHECK(p2p_context_create(nullptr, &ctx));
+    RANK_CHECK(p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    RANK_CHECK(p2p_comm_create(ctx, bs, &comm));
+    p2p_comm_info_t info;
+    RANK_CHECK(p2p_comm_query(comm, &info));
+    me = info.rank;
+    if (info.size != 2) {
+        std::printf("rank %u: needs 2 ranks, got %u\n", me, info.size);
+        return 1;
+    }
+    CudaBuf buf(kind, len);
+    if (buf.p == nullptr) {
+        std::printf("rank %u: cannot allocate %zu bytes of %s memory\n", me, len,
+                    kind.c_str());
+        return 1;
+    }
+    std::vector<uint8_t> h(len);
+    for (size_t i = 0; i < len; ++i) h[i] = me == 0 ? pat(i) : 0;
+    if (cudaMemcpy(buf.p, h.data(), len, cudaMemcpyDefault) != cudaSuccess) {
+        std::printf("rank %u: cudaMemcpy to %s memory failed\n", me, kind.c_str());
+        return 1;
+    }
+    p2p_mem_h mem = nullptr;
+    const p2p_status_t reg = p2p_mem_register(ctx, buf.p, len, &mem);
+    int rc = 0;
+    if (kind == "device" && !ucx_moves_cuda()) {
+        // Both ranks refuse; neither posts, so neither waits on the other.
+        if (reg == P2P_ERR_UNSUPPORTED) {
+            std::printf("rank %u: device memory refused\n", me);
+        } else {
+            std::printf("rank %u: device memory: %s, expected refusal\n", me,
+                        p2p_status_string(reg));
+            rc = 1;
+        }
+    } else {
+        RANK_CHECK(reg);
+        const uint32_t peer = 1 - me;
+        if (me == 0) {
+            RANK_CHECK(p2p_comm_send(comm, peer, 42, buf.p, len, mem, nullptr));
+        } else {
+            RANK_CHECK(p2p_comm_recv(comm, peer, 42, buf.p, len, mem, nullptr));
+        }
+        p2p_completion_t c{};
+        size_t n = 0;
+        RANK_CHECK(p2p_comm_wait(comm, me == 0 ? P2P_QUEUE_SEND : P2P_QUEUE_RECV, &c,
+                                 1, &n, 30000));
+        if (n != 1 || c.status != P2P_OK || c.bytes != len) {
+            std::printf("rank %u: completion n=%zu status %s bytes %llu\n", me, n,
+                        p2p_status_string(c.status),
+                        static_cast<unsigned long long>(c.bytes));
+            rc = 1;
+        } else if (me == 1) {
+            cudaMemcpy(h.data(), buf.p, len, cudaMemcpyDefault);
+            size_t bad = 0;
+            for (size_t i = 0; i < len; ++i) bad += h[i] != pat(i);
+            std::printf("rank 1: %zu of %zu bytes wrong\n", bad, len);
+            if (bad == 0) std::printf("rank 1: verified %zu bytes\n", len);
+            rc = bad == 0 ? 0 : 1;
+        }
+        RANK_CHECK(p2p_mem_deregister(mem));
+    }
+    RANK_CHECK(p2p_comm_destroy(comm));
+    RANK_CHECK(p2p_bootstrap_destroy(bs));
+    RANK_CHECK(p2p_context_destroy(ctx));
+    return rc;
+}
+
+std::string g_self;  // this program, for the two-rank runs
+
+p2ptest::ShellResult run_ranks(const std::string &env, const std::string &kind,
+                               size_t len) {
+    const std::string cmd = env + " timeout 120 " P2P_TOP_BUILDDIR "/tools/p2prun/p2prun -n 2 -- " +
+                            g_self + " --rank " + kind + " " + std::to_string(len) +
+                            " 2>&1";
+    return p2ptest::run_shell(cmd);
+}
+
+class Single : public ::testing::Test {
+protected:
+    void SetUp() override {
+        NEED_GPU();
+        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx_));
+    }
+    void TearDown() override {
+        if (ctx_ != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx_));
+        }
+    }
+    p2p_context_h ctx_ = nullptr;
+};
+
+} // namespace
+
+TEST(CudaClassify, EachAllocatorsKind) {
+    NEED_GPU();
+    CudaBuf dev("device", 1 << 20), man("managed", 1 << 20), pin("pinned", 1 << 20),
+        host("host", 1 << 20);
+    ASSERT_NE(nullptr, dev.p);
+    ASSERT_NE(nullptr, man.p);
+    ASSERT_NE(nullptr, pin.p);
+    EXPECT_EQ(Kind::DEVICE, classify(dev.p));
+    EXPECT_EQ(Kind::DEVICE, classify(static_cast<char *>(dev.p) + 12345));
+    EXPECT_EQ(Kind::MANAGED, classify(man.p));
+    EXPECT_EQ(Kind::HOST, classify(pin.p));
+    EXPECT_EQ(Kind::HOST, classify(host.p));
+}
+
+TEST(CudaClassify, FromAThreadWithoutACurrentContext) {
+    NEED_GPU();
+    CudaBuf dev("device", 4096);
+    ASSERT_NE(nullptr, dev.p);
+    Kind seen = Kind::HOST;
+    std::thread t([&] { seen = classify(dev.p); });  // never called CUDA
+    t.join();
+    EXPECT_EQ(Kind::DEVICE, seen);
+}
+
+TEST_F(Single, DeviceMemoryRegisteredOnlyWhereUcxMovesIt) {
+    CudaBuf dev("device", 1 << 20);
+    ASSERT_NE(nullptr, dev.p);
+    p2p_mem_h m = nullptr;
+    const p2p_status_t st = p2p_mem_register(ctx_, dev.p, dev.len, &m);
+    if (ucx_moves_cuda()) {
+        ASSERT_EQ(P2P_OK, st);
+        EXPECT_EQ(P2P_OK, p2p_mem_deregister(m));
+    } else {
+        EXPECT_EQ(P2P_ERR_UNSUPPORTED, st);
+        EXPECT_EQ(nullptr, m);
+    }
+}
+
+TEST_F(Single, PinnedAndManagedMemoryRegister) {
+    for (const char *k : {"pinned", "managed"}) {
+        CudaBuf b(k, 1 << 20);
+        ASSERT_NE(nullptr, b.p) << k;
+        p2p_mem_h m = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.p, b.len, &m)) << k;
+        EXPECT_EQ(P2P_OK, p2p_mem_deregister(m)) << k;
+    }
+}
+
+// Two ranks over shared memory (1 MiB: same-host single copy) and tcp.
+TEST(CudaTwoRanks, ManagedAndPinnedPayloadsArriveIntact) {
+    NEED_GPU();
+    for (const char *env : {"", "UCX_TLS=tcp,self P2P_CMA=off"}) {
+        for (const char *kind : {"managed", "pinned"}) {
+            for (size_t len : {size_t(4096), size_t(1) << 20}) {
+                p2ptest::ShellResult r = run_ranks(env, kind, len);
+                EXPECT_EQ(0, r.status) << env << " " << kind << " " << len << "\n" << r.out;
+                EXPECT_NE(std::string::npos, r.out.find("verified " + std::to_string(len)))
+                    << r.out;
+            }
+        }
+    }
+}
+
+TEST(CudaTwoRanks, DeviceMemoryRefusedOrMovedNeverCrashes) {
+    NEED_GPU();
+    for (const char *env : {"", "UCX_TLS=tcp,self"}) {
+        p2ptest::ShellResult r = run_ranks(env, "device", size_t(1) << 20);
+        EXPECT_EQ(0, r.status) << env << "\n" << r.out;
+        const char *expect = ucx_moves_cuda() ? "verified" : "device memory refused";
+        EXPECT_NE(std::string::npos, r.out.find(expect)) << r.out;
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && std::strcmp(argv[1], "--rank") == 0) {
+        return rank_main(argv[2], std::strtoull(argv[3], nullptr, 0));
+    }
+    // No GPU at all (CI): one automake SKIP with the reason, rather than a
+    // PASS made of skipped tests.
+    const std::string why = no_gpu_reason();
+    if (why.empty() == false && argc == 1) {
+        std::printf("cuda_test: skipped: %s\n", why.c_str());
+        return 77;
+    }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) g_self.assign(self, static_cast<size_t>(n));
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}
