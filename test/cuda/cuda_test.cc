@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -274,6 +275,46 @@ TEST(CudaTwoRanks, DeviceMemoryRefusedOrMovedNeverCrashes) {
         EXPECT_EQ(0, r.status) << env << "\n" << r.out;
         const char *expect = ucx_moves_cuda() ? "verified" : "device memory refused";
         EXPECT_NE(std::string::npos, r.out.find(expect)) << r.out;
+    }
+}
+
+// p2p_perftest -m: managed buffers move every byte counted; device buffers
+// need a UCX that moves them, and otherwise fail with the refusal, not a
+// crash.
+TEST(CudaPerftest, MemoryTypes) {
+    NEED_GPU();
+    const std::string pt = P2P_TOP_BUILDDIR "/tools/perftest/p2p_perftest";
+    const std::string run = "timeout 120 " P2P_TOP_BUILDDIR "/tools/p2prun/p2prun -n 2 -- " +
+                            pt + " -q --csv -t bw,lat -s 8,1M -n 20 -m ";
+    p2ptest::ShellResult m = p2ptest::run_shell(run + "cuda-managed 2>&1");
+    EXPECT_EQ(0, m.status) << m.out;
+    // CSV rows: test,size,...; fields 14-17: bytes_expected, bytes_sent,
+    // bytes_received, errors.
+    size_t rows = 0;
+    std::istringstream lines(m.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("[0] ", 0) == 0) line.erase(0, 4);  // p2prun's rank prefix
+        if (line.rfind("bw,", 0) != 0 && line.rfind("lat,", 0) != 0) continue;
+        std::vector<std::string> f;
+        std::istringstream fields(line);
+        std::string x;
+        while (std::getline(fields, x, ',')) f.push_back(x);
+        ASSERT_GE(f.size(), 18u) << line;
+        EXPECT_NE("0", f[14]) << line;
+        EXPECT_EQ(f[14], f[15]) << line;
+        EXPECT_EQ(f[14], f[16]) << line;
+        EXPECT_EQ("0", f[17]) << line;
+        ++rows;
+    }
+    EXPECT_EQ(4u, rows) << m.out;
+    p2ptest::ShellResult d = p2ptest::run_shell(run + "cuda 2>&1");
+    if (ucx_moves_cuda()) {
+        EXPECT_EQ(0, d.status) << d.out;
+    } else {
+        EXPECT_NE(0, d.status) << d.out;
+        EXPECT_NE(std::string::npos, d.out.find("CUDA device memory")) << d.out;
+        EXPECT_EQ(std::string::npos, d.out.find("Segmentation")) << d.out;
     }
 }
 

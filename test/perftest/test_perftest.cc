@@ -312,10 +312,13 @@ TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
 TEST(Perftest, BadCommandLinesFailCleanly) {
     ProcResult help = run(perftest() + " --help", 20);
     EXPECT_EQ(help.rc, 0);
-    EXPECT_NE(help.out.find("host only"), std::string::npos);
+    EXPECT_NE(help.out.find("cuda-managed"), std::string::npos);
     EXPECT_EQ(run(perftest() + " -t nosuchtest", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -s 8:x", 20).rc, 2);
-    EXPECT_EQ(run(perftest() + " -m cuda", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " -m gpu", 20).rc, 2);
+    /* GPU memory with options that touch buffers from the CPU */
+    EXPECT_EQ(run(perftest() + " -m cuda --check", 20).rc, 2);
+    EXPECT_EQ(run(perftest() + " -m cuda-managed --alloc lib", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " --threads single", 20).rc, 2);
     /* one process, no launcher: a clear error, not a hang */

@@ -94,7 +94,8 @@ int main(int argc, char **argv) {
     if (st != P2P_OK) {
         return fail(s, "p2p_comm_create", st);
     }
-    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts), opts.lib_alloc);
+    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts), opts.lib_alloc,
+                       opts.mem_type);
     if (st == P2P_OK) {
         st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
     }

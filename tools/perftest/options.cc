@@ -1,4 +1,5 @@
 #include "options.h"
+#include "gpu_mem.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -150,8 +151,11 @@ void options_usage(const char *prog) {
         "  -p BYTES       rotating buffer pool of BYTES (e.g. 1G) so\n"
         "                 cache effects show; default 0 = reuse one buffer\n"
         "                 per rank for every message (like ucx_perftest)\n"
-        "  -m TYPE        memory type: host only in this build (CUDA not\n"
-        "                 supported by p2p_perftest yet)\n"
+        "  -m TYPE        memory of the data buffers: host (default), cuda\n"
+        "                 (cudaMalloc; needs a UCX built with CUDA, else\n"
+        "                 p2p_mem_register refuses it) or cuda-managed\n"
+        "                 (cudaMallocManaged); GPU types need a CUDA build\n"
+        "                 and a device, and exclude --check and --alloc lib\n"
         "  -c N           communicators created by the mem test (8)\n"
         "  --alloc HOW    user: posix_memalign + p2p_mem_register (the\n"
         "                 default: buffers an application brings); lib:\n"
@@ -230,11 +234,7 @@ int options_parse(int argc, char **argv, Options *opts) {
         case 'p': ok = parse_size(optarg, &o.pool_bytes); break;
         case 'm':
             o.mem_type = optarg;
-            if (o.mem_type != "host") {
-                std::fprintf(stderr, "%s: memory type '%s' is not supported "
-                             "(host only)\n", prog, optarg);
-                return -1;
-            }
+            ok = known_mem_type(o.mem_type);
             break;
         case 'c':
             ok = parse_u64(optarg, &v) && v > 0 && v <= 200;
@@ -284,6 +284,16 @@ int options_parse(int argc, char **argv, Options *opts) {
     }
     if (o.tests.empty()) {
         std::fprintf(stderr, "%s: no test given\n", prog);
+        return -1;
+    }
+    if (o.mem_type != "host" && (o.check || o.lib_alloc)) {
+        std::fprintf(stderr, "%s: -m %s: %s needs host memory\n", prog,
+                     o.mem_type.c_str(), o.check ? "--check" : "--alloc lib");
+        return -1;
+    }
+    std::string why;
+    if (!mem_type_usable(o.mem_type, &why)) {
+        std::fprintf(stderr, "%s: -m %s: %s\n", prog, o.mem_type.c_str(), why.c_str());
         return -1;
     }
     *opts = o;

@@ -101,10 +101,10 @@ void Reporter::header() {
         std::printf("%s\n", kCsvHeader);
     } else if (opts_.format == Format::TABLE) {
         std::printf("# p2p_perftest (ucxp2p %s) ranks=%u bootstrap=%s "
-                    "completion=%s buffers=%s alloc=%s posts=%s threads=%s\n",
+                    "completion=%s buffers=%s mem=%s alloc=%s posts=%s threads=%s\n",
                     p2p_version(), world_size_, bootstrap_.c_str(),
                     opts_.use_wait ? "wait" : "poll",
-                    opts_.pool_bytes ? "pool" : "reuse",
+                    opts_.pool_bytes ? "pool" : "reuse", opts_.mem_type.c_str(),
                     opts_.lib_alloc ? "lib" : "user",
                     opts_.post_batch ? "batch" : "single",
                     opts_.threads_in_effect().c_str());
@@ -169,7 +169,7 @@ void Reporter::finish() {
     std::printf("{\n  \"tool\": \"p2p_perftest\",\n  \"version\": \"%s\",\n"
                 "  \"timestamp\": %lld,\n  \"ranks\": %u,\n"
                 "  \"bootstrap\": \"%s\",\n  \"completion\": \"%s\",\n"
-                "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n"
+                "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n  \"mem_type\": \"%s\",\n"
                 "  \"alloc\": \"%s\",\n  \"posts\": \"%s\",\n  \"threads\": \"%s\",\n"
                 "  \"window\": %u,\n"
                 "  \"check\": %s,\n  \"results\": [",
@@ -178,7 +178,7 @@ void Reporter::finish() {
                 json_escape(bootstrap_).c_str(),
                 opts_.use_wait ? "wait" : "poll",
                 opts_.pool_bytes ? "pool" : "reuse", opts_.pool_bytes,
-                opts_.lib_alloc ? "lib" : "user", opts_.post_batch ? "batch" : "single",
+                json_escape(opts_.mem_type).c_str(), opts_.lib_alloc ? "lib" : "user", opts_.post_batch ? "batch" : "single",
                 json_escape(opts_.threads_in_effect()).c_str(), opts_.window, opts_.check ? "true" : "false");
     for (size_t i = 0; i < results_.size(); ++i) {
         const Result &r = results_[i];

@@ -1,4 +1,5 @@
 #include "runtime.h"
+#include "gpu_mem.h"
 
 #include <ucxp2p/p2p_mem.h>
 
@@ -153,13 +154,37 @@ Buffer::~Buffer() {
     if (mem_ != nullptr) {
         p2p_mem_deregister(mem_);
     }
-    std::free(data_);
+    if (mem_type_ != "host") {
+        gpu_free(mem_type_, data_);
+    } else {
+        std::free(data_);
+    }
 }
 
-p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes, bool lib) {
+p2p_status_t Buffer::create(p2p_context_h ctx, size_t bytes, bool lib,
+                            const std::string &mem_type) {
     const size_t page = 4096;
     bytes = std::max<size_t>((bytes + page - 1) / page * page, page);
     void *p = nullptr;
+    if (mem_type != "host") {
+        std::string why;
+        p = gpu_alloc(mem_type, bytes, &why);
+        if (p == nullptr) {
+            std::fprintf(stderr, "p2p_perftest: %s\n", why.c_str());
+            return P2P_ERR_NO_MEMORY;
+        }
+        p2p_mem_h mem = nullptr;
+        p2p_status_t st = p2p_mem_register(ctx, p, bytes, &mem);
+        if (st != P2P_OK) {
+            gpu_free(mem_type, p);
+            return st;
+        }
+        data_ = static_cast<char *>(p);
+        size_ = bytes;
+        mem_ = mem;
+        mem_type_ = mem_type;
+        return P2P_OK;
+    }
     if (lib) {
         p2p_mem_h mem = nullptr;
         p2p_status_t st = p2p_mem_alloc(ctx, bytes, -1, &p, &mem);

@@ -84,8 +84,10 @@ public:
     ~Buffer();
     Buffer(const Buffer &) = delete;
     Buffer &operator=(const Buffer &) = delete;
-    /** lib: from p2p_mem_alloc instead of posix_memalign + register. */
-    p2p_status_t create(p2p_context_h ctx, size_t bytes, bool lib = false);
+    /** lib: from p2p_mem_alloc instead of posix_memalign + register;
+     *  mem_type cuda / cuda-managed: GPU memory (gpu_mem.h), registered. */
+    p2p_status_t create(p2p_context_h ctx, size_t bytes, bool lib = false,
+                        const std::string &mem_type = "host");
     char *data() const { return data_; }
     size_t size() const { return size_; }
     p2p_mem_h mem() const { return mem_; }
@@ -95,6 +97,7 @@ private:
     size_t size_ = 0;
     p2p_mem_h mem_ = nullptr;
     bool lib_ = false;
+    std::string mem_type_ = "host";
 };
 
 /* ------------------------------------------------------------ completions */
