@@ -112,8 +112,10 @@ P2P_TOPO_API p2p_status_t p2p_roce_print(const char *sysfs_root, FILE *stream);
 P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
 
 /**
- * Print the UCX library version in use and the transports/devices UCX
- * finds (a short-lived UCP context; honours UCX_* variables).
+ * Print the UCX library version in use, whether it moves CUDA device
+ * memory (else p2p_mem_register refuses such memory), and the
+ * transports/devices UCX finds (a short-lived UCP context; honours UCX_*
+ * variables).
  * Errors: P2P_ERR_INVALID_PARAM (stream NULL), P2P_ERR_TRANSPORT (UCX
  * could not start: bad UCX_* variable, no usable transport).
  */

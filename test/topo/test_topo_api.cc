@@ -7,6 +7,7 @@
 #include "ucxp2p_config.h"
 
 #include <ucxp2p/p2p_topo.h>
+#include <ucp/api/ucp.h>
 
 #include "../fail_new.h"
 #include "../scoped_env.h"
@@ -207,6 +208,19 @@ TEST_F(TopoApi, UcxPrintShowsTheUcxInUse) {
     Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
     ASSERT_EQ(P2P_OK, p.status);
     EXPECT_TRUE(contains(p.text, "(library in use)")) << p.text;
+    // Debian's UCX has no CUDA memory type: device memory is refused.
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG;
+    ucp_context_h ctx = nullptr;
+    ASSERT_EQ(UCS_OK, ucp_init(&params, nullptr, &ctx));
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    ASSERT_EQ(UCS_OK, ucp_context_query(ctx, &attr));
+    const bool cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    ucp_cleanup(ctx);
+    EXPECT_TRUE(contains(p.text, cuda ? "CUDA device memory: moved by UCX"
+                                      : "CUDA device memory: refused")) << p.text;
 }
 
 TEST_F(TopoApi, UcxPrintIsTransportErrorWhenUcxCannotStart) {
