@@ -166,6 +166,24 @@ Machine extract(hwloc_topology_t topo, const std::string &source) {
     return m;
 }
 
+/** hwloc plugins whose discovery the rail plan does not use and whose
+ *  side effects reach the application: opencl loads every OpenCL ICD
+ *  (GPU runtimes start inside each rank, and on a machine with pocl and
+ *  NVIDIA's ICD the process environment changed: HWLOC_PLUGINS_PATH set,
+ *  OCL_ICD_FILENAMES rewritten), gl connects to X displays. */
+void exclude_intrusive_components(hwloc_topology_t topo) {
+#if HWLOC_API_VERSION >= 0x00020100
+    for (const char *c : {"opencl", "gl"}) {
+        if (hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                          c) != 0) {
+            P2P_LOG(P2P_LOG_DEBUG, "topology: cannot exclude hwloc component %s", c);
+        }
+    }
+#else
+    (void)topo;
+#endif
+}
+
 } // namespace
 
 p2p_status_t Topology::load(const std::string &xml_path,
@@ -179,6 +197,7 @@ p2p_status_t Topology::load(const std::string &xml_path,
     }
     hwloc_topology_set_io_types_filter(handle->topo,
                                        HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    exclude_intrusive_components(handle->topo);
     if (!xml_path.empty()) {
         if (access(xml_path.c_str(), R_OK) != 0) {
             P2P_LOG(P2P_LOG_ERROR, "topology: cannot read %s: %s",

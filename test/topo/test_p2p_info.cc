@@ -58,6 +58,29 @@ TEST(P2pInfo, BadArgumentsExitTwoWithAMessage) {
 }
 
 #ifdef HAVE_HWLOC
+// The live topology leaves out hwloc's opencl and gl plugins (they start
+// GPU runtimes and X connections in every rank, and changed the process
+// environment on a GPU machine). hwloc's own component log says which ran.
+TEST(P2pInfo, LiveTopologySkipsOpenclAndGl) {
+    Result r = run("--no-ucx --no-config", "HWLOC_COMPONENTS_VERBOSE=1");
+    ASSERT_EQ(0, r.status) << r.out;
+    const std::string key = "Final list of enabled discovery components: ";
+    size_t at = r.out.find(key);
+    ASSERT_NE(std::string::npos, at) << r.out;
+    const std::string list = r.out.substr(at + key.size(),
+                                          r.out.find('\n', at) - at - key.size());
+    EXPECT_NE(std::string::npos, list.find("linux(")) << list;
+    EXPECT_EQ(std::string::npos, list.find("opencl(")) << list;
+    EXPECT_EQ(std::string::npos, list.find("gl(")) << list;
+    // Where the plugins are installed (Debian's hwloc), they were offered
+    // and excluded: the check above is not empty.
+    if (r.out.find("Registered discovery component `opencl'") != std::string::npos) {
+        EXPECT_NE(std::string::npos,
+                  r.out.find("Excluding blacklisted discovery component `opencl'"))
+            << r.out;
+    }
+}
+
 
 TEST(P2pInfo, PreviewsP4dPlanForEveryRank) {
     std::string path = shared_xml("p4d.24xlarge.xml");
