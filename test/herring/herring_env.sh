@@ -44,6 +44,10 @@ for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*
 done
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT P2P_BOOTSTRAP \
     MPI_LOCALRANKID SMDATAPARALLEL_DEVICE_NAME
+# The programs expect herringLocalDevice() = local rank, as without a GPU:
+# hide any GPU of the machine running the tests (checked on an H100 machine,
+# where local rank 3 otherwise maps to device 0).
+export CUDA_VISIBLE_DEVICES=
 tmp=$(mktemp -d /tmp/herring_test.XXXXXX) || exit 99
 trap 'rm -rf "$tmp"' EXIT
 # rails_ranks_ok OUT N SOURCE: OUT (a P2P_LOG_LEVEL=info run of N ranks on
