@@ -116,7 +116,8 @@ const ConfigVar kTable[] = {
      "under a ucxp2p rendezvous; UCX endpoints keep peer error handling): "
      "auto (used when both ranks are in one pid namespace on one boot of one "
      "machine, the call is permitted and UCX_TLS allows shared memory -- "
-     "unset, all, sm, shm or cma), or off (UCX moves every byte)."},
+     "unset, all, sm, shm or cma -- and UCX does not move CUDA memory, since "
+     "single copy reads with the CPU), or off (UCX moves every byte)."},
     {"P2P_CMA_THRESH", "auto",
      "Smallest message, in bytes, from an application buffer sent by single "
      "copy (process_vm_readv) when P2P_CMA applies; smaller ones go through "
