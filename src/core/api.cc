@@ -514,67 +514,7 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
             return P2P_ERR_INVALID_PARAM;
         }
         if (timeout_ms < -1) return P2P_ERR_INVALID_PARAM;  // -1 is forever
-        CompletionQueue &q = c->comm->queue(queue);
-        int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + timeout_ms * 1000000LL;
-        Progress &pr = c->comm->context().progress();
-        // Serialized: this call progresses; the backstop thread stays away
-        // until it returns.
-        struct SerialWait {
-            Progress *p;
-            ~SerialWait() { if (p != nullptr) p->serial_wait(false); }
-        } serial{pr.serialized() ? &pr : nullptr};
-        if (serial.p != nullptr) pr.serial_wait(true);
-        const uint64_t seen = q.signal_count();  // p2p_comm_signal from here on
-        for (;;) {
-            size_t n = q.pop(entries, max);
-            if (n > 0) {
-                *count_p = n;
-                return P2P_OK;
-            }
-            // Shut down (or destroyed by another thread) with nothing left
-            // to complete: no entry can ever arrive.
-            if (c->comm->is_shut() && q.pending() == 0 && q.empty()) {
-                *count_p = 0;
-                return P2P_ERR_SHUTDOWN;
-            }
-            if (q.take_signal(seen)) {
-                *count_p = 0;
-                return P2P_ERR_INTERRUPTED;
-            }
-            int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
-            const bool expired = timeout_ms >= 0 && left_ms <= 0;
-            if (pr.serialized()) {
-                // This call drives progress: one round before every
-                // deadline check (so a zero timeout polls); after a round
-                // that found nothing (and no entry a backstop round queued
-                // just before this call began) it sleeps on worker events,
-                // at most a tick at a time so keepalive runs and the
-                // deadline holds.
-                bool did = pr.progress_once();
-                if (!q.empty()) continue;
-                if (expired) {
-                    *count_p = 0;
-                    return P2P_ERR_TIMEOUT;
-                }
-                if (!did) {
-                    int tick = static_cast<int>(pr.tick_ms());
-                    pr.idle(left_ms < 0 ? tick : static_cast<int>(std::min<int64_t>(left_ms, tick)));
-                }
-                continue;
-            }
-            if (expired) {
-                *count_p = 0;
-                return P2P_ERR_TIMEOUT;
-            }
-            // The progress thread completes operations (make sure it is not
-            // napping for a poller); wake up at least every 100 ms to
-            // recheck the deadline.
-            pr.note_waiter();
-            pr.waiter_blocked(true);
-            q.wait_nonempty(left_ms < 0 ? 100 : static_cast<int>(std::min<int64_t>(left_ms, 100)),
-                            seen);
-            pr.waiter_blocked(false);
-        }
+        return c->comm->wait(queue, entries, max, count_p, timeout_ms);
     });
 }
 

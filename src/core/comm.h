@@ -230,6 +230,9 @@ public:
     uint64_t ctx_id() const { return ctx_id_; }
     Context &context() { return *ctx_; }
     CompletionQueue &queue(p2p_queue_t q) { return cq_[q]; }
+    /** p2p_comm_wait on queue (arguments already checked; comm_wait.cc). */
+    p2p_status_t wait(p2p_queue_t queue, p2p_completion_t *entries, size_t max,
+                      size_t *count_p, int timeout_ms);
 
     /** Post validated items (all sends or all receives). All or nothing on
      *  synchronous errors; *bad_index_p names the first failed item. */

@@ -1,6 +1,7 @@
 #include "core/context.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/memtype.h"
 #include "core/rails.h"
 #include "core/status.h"
 #include "core/ucx_tls.h"
@@ -220,11 +221,7 @@ p2p_status_t Context::create(const ContextSettings &settings,
         return st == UCS_ERR_NO_DEVICE ? P2P_ERR_NO_DEVICE : P2P_ERR_TRANSPORT;
     }
 
-    ucp_context_attr_t ca = {};
-    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-    if (ucp_context_query(c->ucp_.get(), &ca) == UCS_OK) {
-        c->ucx_cuda_ = (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
-    }
+    c->ucx_cuda_ = memtype::ucx_moves_cuda(c->ucp_.get());
     P2P_LOG(P2P_LOG_DEBUG, "context: UCX %s CUDA memory", c->ucx_cuda_ ? "moves" : "cannot move");
 
     ucp_worker_params_t wp = {};

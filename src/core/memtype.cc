@@ -96,6 +96,13 @@ p2p_status_t admit(Kind k, bool ucx_cuda) {
     return P2P_OK;
 }
 
+bool ucx_moves_cuda(ucp_context_h ucp) {
+    ucp_context_attr_t attr = {};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    return ucp_context_query(ucp, &attr) == UCS_OK &&
+           (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 p2p_status_t check_registration(const void *addr, bool ucx_cuda) {
     const Kind kind = classify(addr);
     const p2p_status_t st = admit(kind, ucx_cuda);

@@ -17,6 +17,8 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <ucp/api/ucp.h>
+
 namespace ucxp2p {
 namespace memtype {
 
@@ -37,6 +39,10 @@ Kind classify(const void *addr);
  *  UCX can move CUDA memory (ucx_cuda) or not: P2P_OK, or
  *  P2P_ERR_UNSUPPORTED for device memory without a CUDA-capable UCX. */
 p2p_status_t admit(Kind k, bool ucx_cuda);
+
+/** Whether UCX moves CUDA memory in ucp (CUDA among the memory types
+ *  ucp_context_query reports; false if the query fails). */
+bool ucx_moves_cuda(ucp_context_h ucp);
 
 /** classify + admit for p2p_mem_register, logging a refusal. */
 p2p_status_t check_registration(const void *addr, bool ucx_cuda);

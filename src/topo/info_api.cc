@@ -5,6 +5,7 @@
 
 #include "core/guard.h"
 #include "core/log.h"
+#include "core/memtype.h"
 
 #include <ucp/api/ucp.h>
 
@@ -85,10 +86,7 @@ p2p_status_t ucx_print(FILE *s) {
                 ucs_status_string(st));
         return P2P_ERR_TRANSPORT;
     }
-    ucp_context_attr_t attr{};
-    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-    const bool cuda = ucp_context_query(ctx.ctx, &attr) == UCS_OK &&
-                      (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    const bool cuda = ucxp2p::memtype::ucx_moves_cuda(ctx.ctx);
     // What p2p_mem_register does with cudaMalloc memory (core/memtype.h).
     std::fprintf(s, "  CUDA device memory: %s\n",
                  cuda ? "moved by UCX (same-host single copy off)"
