@@ -134,7 +134,21 @@ run() {
     for p in $PIDS; do wait "$p" || rc=1; done
     PIDS=""
     if [ $rc != 0 ]; then
-        echo "netns_rails: FAIL: $n rail(s): a rank failed"; cat "$TMP/r0.$n" "$TMP/r1.$n"
+        echo "netns_rails: $n rail(s): a rank failed"; cat "$TMP/r0.$n" "$TMP/r1.$n"
+        # Debian's UCX 1.13 tcp transport rarely dereferences a NULL receive
+        # buffer in uct_tcp_iface_progress while several tcp lanes connect
+        # and carry rendezvous data (1 in 30 four-rail runs here under ASAN
+        # with both cores busy; see docs/PERFORMANCE-RAILS.md). That crash
+        # (UCX's own signal report naming its tcp progress) gets the one
+        # retry; any other failure, or crashing twice, fails.
+        if [ "${2:-}" != retry ] &&
+            grep -q 'Caught signal 11' "$TMP/r0.$n" "$TMP/r1.$n" &&
+            grep -q 'uct_tcp_iface_progress' "$TMP/r0.$n" "$TMP/r1.$n"; then
+            echo "netns_rails: WARN: $n rail(s): a rank crashed inside UCX's tcp progress; retrying once"
+            run "$n" retry
+            return
+        fi
+        echo "netns_rails: FAIL: $n rail(s): a rank failed"
         exit 1
     fi
     MIBS=$(sed -n 's/.*= \([0-9.]*\) MiB\/s/\1/p' "$TMP/r0.$n")
