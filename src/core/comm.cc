@@ -184,6 +184,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->tag_base_ = comm_tag_base(c->id_, gen);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
+    c->refs_.reset(new PeerRef[c->size_]);
     c->free_ops_.reserve(kMaxCachedOps);  // free_op runs in UCX callbacks
     // Appended to inside UCX callbacks and progress, where nothing may
     // throw: a peer is queued at most twice (it left, its endpoint failed)
@@ -195,8 +196,8 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
     uint32_t ncma = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
-        c->peers_[r].ref.comm = c.get();
-        c->peers_[r].ref.rank = r;
+        c->refs_[r].comm = c.get();
+        c->refs_[r].rank = r;
         c->peers_[r].cma = cma::peer_eligible(hosts[c->rank_], hosts[r]);
         c->peers_[r].pid = hosts[r].pid;
         c->peers_[r].epoch_fd = hosts[r].epoch_fd;
@@ -283,6 +284,17 @@ Comm::~Comm() {
     if (!closed) {
         P2P_LOG(P2P_LOG_WARN, "comm %u: %zu endpoints did not close in time",
                 id_, closing_.size());
+        // UCX may still call back once they do (a hello's flush, an error
+        // handler): those callbacks find their refs detached, which the
+        // context keeps until its worker is gone (16 bytes a peer), and
+        // the closes free their own requests when they end.
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        for (void *req : closing_) ucp_request_free(req);
+        closing_.clear();
+        for (uint32_t r = 0; r < size_; ++r) refs_[r].comm = nullptr;
+        ctx_->keep_until_worker_gone(refs_.release(), [](void *p) {
+            delete[] static_cast<PeerRef *>(p);
+        });
     }
     ctx_->remove_deferred_hook(this);
     {
@@ -321,13 +333,23 @@ void Comm::unlink(Op *op) {
 /** The flush connect_ep issued on a new endpoint ended. */
 static void hello_flush_cb(void *request, ucs_status_t st, void *arg) {
     Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
-    p->comm->on_hello_flushed(p->rank, st);
+    if (p->comm != nullptr) {
+        p->comm->on_hello_flushed(p->rank, st);
+    } else {
+        P2P_LOG(P2P_LOG_DEBUG, "comm gone: hello flush to rank %u ended after its "
+                "destroy (%s)", p->rank, ucs_status_string(st));
+    }
     ucp_request_free(request);
 }
 
 static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
     Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
-    p->comm->on_peer_error(p->rank, st);
+    if (p->comm != nullptr) {
+        p->comm->on_peer_error(p->rank, st);
+    } else {
+        P2P_LOG(P2P_LOG_DEBUG, "comm gone: endpoint to rank %u failed after its "
+                "destroy (%s)", p->rank, ucs_status_string(st));
+    }
 }
 
 p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
@@ -342,7 +364,7 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
     ep_params.address = reinterpret_cast<const ucp_address_t *>(addrs_[peer].data());
     ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = ep_error_cb;
-    ep_params.err_handler.arg = &p.ref;
+    ep_params.err_handler.arg = &refs_[peer];
     ucs_status_t st = ucp_ep_create(ctx_->worker(), &ep_params, &p.ep);
     if (st != UCS_OK) {
         p.ep = nullptr;
@@ -362,7 +384,7 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
         ucp_request_param_t fp = {};
         fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
         fp.cb.send = hello_flush_cb;
-        fp.user_data = &p.ref;  // lives as long as the error handler's
+        fp.user_data = &refs_[peer];  // as the error handler's
         void *req = ucp_ep_flush_nbx(p.ep, &fp);
         if (req == nullptr) {
             say_note(peer, p.ep, Context::kHelloMagic);  // wired up already

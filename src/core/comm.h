@@ -287,7 +287,6 @@ public:
 
 private:
     struct Peer {
-        PeerRef ref;
         ucp_ep_h ep = nullptr;
         // Its endpoint once it said goodbye: kept open (closing it could cut
         // off what it sent last) but no longer handed out, so posts naming
@@ -517,6 +516,10 @@ private:
     bool id_claimed_ = false;
     std::vector<std::vector<uint8_t>> addrs_;
     std::unique_ptr<Peer[]> peers_;
+    // What UCX's callbacks on our endpoints get (error handler, hello
+    // flush): apart from peers_, so that a destroy whose closes outlive
+    // its bound can leave just these behind, detached (see ~Comm).
+    std::unique_ptr<PeerRef[]> refs_;
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<uint32_t> late_hellos_;     // hellos after our goodbyes (on_peer_hello)
     std::vector<uint32_t> hellos_due_;      // wired up: our hello is to go (say_hellos)

@@ -283,6 +283,14 @@ Context::~Context() {
     }
 }
 
+void Context::keep_until_worker_gone(void *p, void (*free)(void *)) noexcept {
+    try {
+        orphans_.list.emplace_back(p, free);
+    } catch (const std::bad_alloc &) {
+        // out of memory: p stays allocated for good, never freed early
+    }
+}
+
 Context::CommIdSet Context::free_comm_ids(CommIdGens *gens) {
     std::lock_guard<std::mutex> lock(ids_mu_);
     *gens = id_gens_;

@@ -98,6 +98,11 @@ public:
     void set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
     void on_note(const Note &g);  // worker lock held
 
+    /** Keep p alive until the worker is gone, then free(p): what UCX may
+     *  still call back with after its owner left (see ~Comm). Out of
+     *  memory, p is never freed. Worker lock held; does not throw. */
+    void keep_until_worker_gone(void *p, void (*free)(void *)) noexcept;
+
     /** Stop the progress thread (teardown; idempotent). */
     void stop_progress() { if (progress_) progress_->stop(); }
 
@@ -107,7 +112,15 @@ private:
 
     ContextSettings settings_{};
     // Declaration order = reverse destruction order: progress stops first,
-    // then the address, worker and UCP context are released.
+    // then the address, worker and UCP context are released, and only then
+    // what callbacks of that worker could still reach.
+    struct Orphans {
+        std::vector<std::pair<void *, void (*)(void *)>> list;
+        Orphans() = default;
+        Orphans(const Orphans &) = delete;
+        Orphans &operator=(const Orphans &) = delete;
+        ~Orphans() { for (auto &o : list) o.second(o.first); }
+    } orphans_;
     UcpContext ucp_;
     UcpWorker worker_;
     UcpAddress address_;
