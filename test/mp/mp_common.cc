@@ -48,6 +48,26 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+char proc_state(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+    FILE *f = std::fopen(path, "r");
+    if (f == nullptr) return '?';
+    char buf[512] = {0};
+    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    const char *paren = std::strrchr(buf, ')');
+    return (n > 0 && paren != nullptr && paren[1] == ' ') ? paren[2] : '?';
+}
+
+void wait_stopped(pid_t pid) {
+    Clock::time_point t0 = Clock::now();
+    while (proc_state(pid) != 'T') {
+        MP_CHECK(seconds_since(t0) < 20, "pid %d never stopped", static_cast<int>(pid));
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
 unsigned long env_ul(const char *name, unsigned long dflt) {
     const char *v = std::getenv(name);
     if (v == nullptr || *v == '\0') {

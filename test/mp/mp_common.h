@@ -9,6 +9,8 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +57,10 @@ void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0);
+/** State letter of /proc/PID/stat ('T': stopped), or '?' */
+char proc_state(pid_t pid);
+/** Wait until pid is stopped ('T'), failing after 20 s. */
+void wait_stopped(pid_t pid);
 
 /** Deterministic payload byte of tensor (src -> dst, tensor_id) at index i. */
 inline uint8_t pattern_byte(uint32_t src, uint32_t dst, uint32_t tid, size_t i) {

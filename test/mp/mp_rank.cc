@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
-        {"leave-oom", mp::run_leave_oom}};
+        {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

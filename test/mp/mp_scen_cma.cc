@@ -112,19 +112,6 @@ void withdrawn_check(const Xfer &x, const p2p_completion_t &c) {
              static_cast<unsigned long long>(c.bytes));
 }
 
-/** State letter of /proc/PID/stat ('T': stopped), or '?' */
-char proc_state(pid_t pid) {
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
-    FILE *f = std::fopen(path, "r");
-    if (f == nullptr) return '?';
-    char buf[512] = {0};
-    size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-    std::fclose(f);
-    const char *paren = std::strrchr(buf, ')');
-    return (n > 0 && paren != nullptr && paren[1] == ' ') ? paren[2] : '?';
-}
-
 } // namespace
 
 void run_cma_fallback(int, char **) {
@@ -241,12 +228,7 @@ void run_cma_split_wait(int argc, char **argv) {
         const pid_t pid = static_cast<pid_t>(pid64);
         MP_OK(p2p_comm_send(r.comm(), 0, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
         collect(r.comm(), go_msg, 30);
-        Clock::time_point t0 = Clock::now();
-        while (proc_state(pid) != 'T') {
-            MP_CHECK(seconds_since(t0) < 20, "rank 0 (pid %d) never stopped",
-                     static_cast<int>(pid));
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
+        wait_stopped(pid);
         // The request was sent before the stop and waits here unexpected;
         // only now does the receive match and answer it, so rank 0 cannot
         // have written its half yet. Let the answer go out (the progress
