@@ -444,37 +444,6 @@ void Comm::on_peer_left(uint32_t peer) {
     ctx_->request_deferred();  // handle_failures after this progress call
 }
 
-void Comm::on_hello_flushed(uint32_t peer, ucs_status_t st) {
-    if (st != UCS_OK) return;  // the endpoint failed or was closed
-    hellos_due_.push_back(peer);  // within the capacity reserved at create
-    ctx_->request_deferred();  // say_hellos after this progress call
-}
-
-void Comm::say_hellos() {
-    if (!said_goodbye_) {
-        for (uint32_t r : hellos_due_) say_note(r, peers_[r].ep, Context::kHelloMagic);
-    }
-    hellos_due_.clear();
-}
-
-void Comm::answer_late_hellos() {
-    for (uint32_t r : late_hellos_) goodbye_to_watcher(r);
-    late_hellos_.clear();
-}
-
-void Comm::on_peer_hello(uint32_t peer) {
-    Peer &p = peers_[peer];
-    if (p.watcher) return;
-    p.watcher = true;
-    // Our goodbyes went out already, and not to it (no endpoint then):
-    // connect and say it after this progress call (not inside UCX's
-    // callback), in handle_failures.
-    if (said_goodbye_ && p.ep == nullptr && !p.failed) {
-        late_hellos_.push_back(peer);  // within the capacity reserved at create
-        ctx_->request_deferred();
-    }
-}
-
 void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     Peer &p = peers_[peer];
     if (p.ep_error) return;
