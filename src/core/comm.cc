@@ -248,7 +248,7 @@ Comm::~Comm() {
         return;
     }
     shutdown();  // says goodbye
-    ctx_->note_comm_gone(id_, gen_, rank_);  // late hellos: the context answers
+    ctx_->set_note_handler(id_, gen_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.

@@ -14,14 +14,8 @@ void Comm::say_note(uint32_t r, ucp_ep_h ep, uint32_t magic) {
     const Context::Note g{magic, id_, gen_, rank_};
     ucs_status_t st = send_small(g, [&](const Context::Note *buf,
                                         const ucp_request_param_t *prm) {
-        ucp_request_param_t p = *prm;
-        if (magic == Context::kHelloMagic) {
-            // The peer's context answers through it if its communicator
-            // is gone already (Context::on_note).
-            p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-            p.flags = UCP_AM_SEND_FLAG_REPLY;
-        }
-        return ucp_am_send_nbx(ep, Context::kAmNote, buf, sizeof(*buf), nullptr, 0, &p);
+        return ucp_am_send_nbx(ep, Context::kAmNote, buf, sizeof(*buf), nullptr, 0,
+                               prm);
     });
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to rank %u failed: %s", id_,

@@ -3,7 +3,6 @@
 #include "core/log.h"
 #include "core/memtype.h"
 #include "core/rails.h"
-#include "core/send_small.h"
 #include "core/status.h"
 #include "core/ucx_tls.h"
 
@@ -49,13 +48,11 @@ template <class E> int enum_bits(const E &field) {
 /** A peer's hello or goodbye (UCP active message); runs inside worker progress,
  *  under the worker lock. */
 ucs_status_t note_am_cb(void *arg, const void *header, size_t header_length,
-                           void *, size_t, const ucp_am_recv_param_t *param) {
+                           void *, size_t, const ucp_am_recv_param_t *) {
     Context::Note g;
     if (header_length == sizeof(g)) {
         std::memcpy(&g, header, sizeof(g));
-        ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-                             ? param->reply_ep : nullptr;
-        static_cast<Context *>(arg)->on_note(g, reply);
+        static_cast<Context *>(arg)->on_note(g);
     }
     return UCS_OK;
 }
@@ -340,7 +337,6 @@ void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
     notes_[comm_id] = std::move(h);
     note_gen_[comm_id] = gen;
     if (!notes_[comm_id]) return;
-    gone_[comm_id].valid = false;  // the id is in use again
     // Hand over the notes kept for this id, oldest first; drop those of
     // its earlier generations.
     size_t kept = 0;
@@ -357,33 +353,11 @@ void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
     early_next_ = (first + kept) % kEarlyNotes;
 }
 
-void Context::note_comm_gone(unsigned comm_id, uint32_t gen, uint32_t rank) {
-    std::lock_guard<Mutex> lock(worker_mu_);
-    if (comm_id >= notes_.size()) return;
-    notes_[comm_id] = nullptr;
-    gone_[comm_id] = Gone{true, gen, rank};
-}
-
-void Context::on_note(const Note &g, ucp_ep_h reply_ep) {
+void Context::on_note(const Note &g) {
     if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
     if (g.comm_id >= notes_.size()) return;
     if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
         notes_[g.comm_id](g.rank, g.magic == kHelloMagic);
-        return;
-    }
-    const Gone &gone = gone_[g.comm_id];
-    if (g.magic == kHelloMagic && gone.valid && gone.gen == g.gen) {
-        // A peer connected to a communicator destroyed here: it may wait
-        // on us, and nothing of ours will answer. Say goodbye on its
-        // reply endpoint (no endpoint of our own is left to it).
-        if (reply_ep == nullptr) return;
-        const Note bye{kGoodbyeMagic, g.comm_id, g.gen, gone.rank};
-        ucs_status_t st = send_small(bye, [&](const Note *buf,
-                                              const ucp_request_param_t *prm) {
-            return ucp_am_send_nbx(reply_ep, kAmNote, buf, sizeof(*buf), nullptr, 0, prm);
-        });
-        P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said hello after the communicator was "
-                "destroyed; goodbye: %s", g.comm_id, g.rank, ucs_status_string(st));
         return;
     }
     early_[early_next_] = g;  // the oldest goes when full

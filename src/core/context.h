@@ -96,14 +96,7 @@ public:
     /** h(rank, hello): a note from rank, hello or goodbye. nullptr clears. */
     using NoteHandler = std::function<void(uint32_t, bool)>;
     void set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
-    /** The communicator (comm_id, gen), in which we were `rank`, is being
-     *  destroyed: clear its handler; from now on a hello for it (a peer
-     *  that connected only now) is answered with a goodbye on the hello's
-     *  reply endpoint, until the id is used again. */
-    void note_comm_gone(unsigned comm_id, uint32_t gen, uint32_t rank);
-    /** A note that came in; reply_ep: the sender's, for an answer (hellos
-     *  are sent with UCP_AM_SEND_FLAG_REPLY), or nullptr. Worker lock. */
-    void on_note(const Note &g, ucp_ep_h reply_ep);
+    void on_note(const Note &g);  // worker lock held
 
     /** Keep p alive until the worker is gone, then free(p): what UCX may
      *  still call back with after its owner left (see ~Comm). Out of
@@ -140,14 +133,6 @@ private:
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
     std::array<NoteHandler, kMaxComms> notes_;     // worker lock
     std::array<uint32_t, kMaxComms> note_gen_{};  // worker lock
-    // Destroyed communicators whose id is not in use again (note_comm_gone):
-    // the generation and our rank there. Worker lock.
-    struct Gone {
-        bool valid = false;
-        uint32_t gen = 0;
-        uint32_t rank = 0;
-    };
-    std::array<Gone, kMaxComms> gone_{};
     // Notes no handler took (early, or late for a communicator gone): the
     // newest kEarlyNotes, a ring (filled inside UCX callbacks: no
     // allocation). Worker lock.

@@ -28,7 +28,7 @@ protected:
     }
     void arrive(uint32_t magic, uint32_t id, uint32_t gen, uint32_t rank) {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());  // as in UCX's callback
-        ctx_->on_note(Context::Note{magic, id, gen, rank}, nullptr);
+        ctx_->on_note(Context::Note{magic, id, gen, rank});
     }
     void listen(uint32_t id, uint32_t gen) {
         ctx_->set_note_handler(id, gen, [this](uint32_t r, bool hello) {
