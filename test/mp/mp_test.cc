@@ -73,9 +73,11 @@ protected:
         if (s.keep_going) {
             argv.push_back("--keep-going");
         }
-        std::vector<std::string> env = GetParam().env;
+        // The harness's default first: a later -x of the same name wins, so
+        // a test's own setting (s.env) takes effect.
+        std::vector<std::string> env = {"P2P_PEER_TIMEOUT_MS=2000"};
+        env.insert(env.end(), GetParam().env.begin(), GetParam().env.end());
         env.insert(env.end(), s.env.begin(), s.env.end());
-        env.push_back("P2P_PEER_TIMEOUT_MS=2000");
         for (const std::string &e : env) {
             argv.push_back("-x");
             argv.push_back(e);
