@@ -18,6 +18,7 @@
 #include "core/cq.h"
 #include "core/mem.h"
 #include "core/path_choice.h"
+#include "core/send_small.h"
 #include "core/shm_region.h"
 
 #include <ucxp2p/p2p.h>
@@ -171,47 +172,6 @@ struct PostItem {
 void send_cb(void *request, ucs_status_t st, void *user_data);
 void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data);
-
-/** Send callback of a control message whose payload is a heap copy of a T
- *  (user_data): frees both. */
-template <class T>
-void ctl_sent_cb(void *request, ucs_status_t, void *user_data) {
-    delete static_cast<T *>(user_data);
-    ucp_request_free(request);
-}
-
-/**
- * Send a small control message (ACK, WDONE, RTS, goodbye) from code that
- * runs inside UCX callbacks, where nothing may throw. send(buffer, prm)
- * posts it (ucp_tag_send_nbx or ucp_am_send_nbx). First from msg itself
- * with UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL (done inside the call, so msg need
- * not outlive it: the usual case, no allocation); else from a heap copy the
- * send callback frees. UCS_ERR_NO_MEMORY when that copy cannot be made.
- */
-template <class T, class Send>
-ucs_status_t send_small(const T &msg, Send send) noexcept {
-    ucp_request_param_t prm = {};
-    prm.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    void *req = send(&msg, &prm);
-    if (req == nullptr) return UCS_OK;
-    if (UCS_PTR_IS_PTR(req)) {
-        // The flag rules this out (UCX returns UCS_OK or a status), and a
-        // request would still read msg after we return: never seen.
-        ucp_request_free(req);
-        return UCS_ERR_IO_ERROR;
-    }
-    if (UCS_PTR_STATUS(req) != UCS_ERR_NO_RESOURCE) return UCS_PTR_STATUS(req);
-    T *copy = new (std::nothrow) T(msg);
-    if (copy == nullptr) return UCS_ERR_NO_MEMORY;
-    prm = {};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    prm.cb.send = ctl_sent_cb<T>;
-    prm.user_data = copy;
-    req = send(copy, &prm);
-    if (UCS_PTR_IS_PTR(req)) return UCS_OK;  // the callback frees the copy
-    delete copy;
-    return UCS_PTR_STATUS(req);
-}
 
 class Comm {
 public:
