@@ -248,12 +248,14 @@ Comm::~Comm() {
         return;
     }
     shutdown();  // says goodbye
-    ctx_->set_note_handler(id_, gen_, nullptr);
     // Close endpoints gracefully (flush: eager data already completed
     // locally may still be on its way). A dead peer makes the flush fail
     // within the keepalive bound, so the wait below is bounded.
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        // From here on the context takes this id's notes, and says goodbye
+        // to a peer that connects only now (none of ours would).
+        ctx_->retire_comm_locked(id_, gen_, rank_, unnamed_peers());
         drain_unexpected();  // what arrived since shutdown's drain
         // Hellos that came after our goodbyes and before the handler went
         // (none can come now): answer them here, so their endpoints close
@@ -312,6 +314,25 @@ Comm::~Comm() {
     ctx_->release_comm_id(id_);
     cq_[0].notify_all();
     cq_[1].notify_all();
+}
+
+std::vector<Context::UnnamedPeer> Comm::unnamed_peers() noexcept {
+    std::vector<Context::UnnamedPeer> out;
+    try {
+        for (uint32_t r = 0; r < size_; ++r) {
+            const Peer &p = peers_[r];
+            // The others heard our goodbye, left, failed, or are us.
+            if (r == rank_ || p.ep != nullptr || p.parked_ep != nullptr || p.failed ||
+                p.left || p.watcher || p.closed_at_shutdown || addrs_[r].empty()) {
+                continue;
+            }
+            out.push_back({r, std::move(addrs_[r])});  // not connected from now on
+        }
+    } catch (const std::bad_alloc &) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: out of memory: a late hello will go "
+                "unanswered", id_);
+    }
+    return out;
 }
 
 void Comm::link(Op *op) {

@@ -282,6 +282,11 @@ private:
         *ep_p = ep;
         return P2P_OK;
     }
+    /** At destroy (lock held): the peers with no endpoint of ours and no
+     *  hello of theirs, with their addresses (moved out), for the context
+     *  to answer a hello that comes later (Context::retire_comm_locked).
+     *  Out of memory: those found so far. */
+    std::vector<Context::UnnamedPeer> unnamed_peers() noexcept;
     /** quiet: a failure is logged at debug level (shutdown's goodbyes). */
     p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet = false);  // lock held
     /** post()'s body, worker lock held; try_imm: sends try send_imm first;

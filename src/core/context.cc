@@ -45,18 +45,6 @@ template <class E> int enum_bits(const E &field) {
     return v;
 }
 
-/** A peer's hello or goodbye (UCP active message); runs inside worker progress,
- *  under the worker lock. */
-ucs_status_t note_am_cb(void *arg, const void *header, size_t header_length,
-                           void *, size_t, const ucp_am_recv_param_t *) {
-    Context::Note g;
-    if (header_length == sizeof(g)) {
-        std::memcpy(&g, header, sizeof(g));
-        static_cast<Context *>(arg)->on_note(g);
-    }
-    return UCS_OK;
-}
-
 } // namespace
 
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
@@ -234,13 +222,7 @@ p2p_status_t Context::create(const ContextSettings &settings,
         return status_from_ucs(st) == P2P_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY
                                                         : P2P_ERR_TRANSPORT;
     }
-    ucp_am_handler_param_t am = {};
-    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    am.id = kAmNote;
-    am.cb = note_am_cb;
-    am.arg = c.get();
-    st = ucp_worker_set_am_recv_handler(c->worker_.get(), &am);
+    st = c->listen_for_notes();
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_ERROR, "context: cannot set the goodbye handler: %s",
                 ucs_status_string(st));
@@ -331,45 +313,12 @@ void Context::remove_deferred_hook(const void *owner) {
     }
 }
 
-void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
-    std::lock_guard<Mutex> lock(worker_mu_);
-    if (comm_id >= notes_.size()) return;
-    notes_[comm_id] = std::move(h);
-    note_gen_[comm_id] = gen;
-    if (!notes_[comm_id]) return;
-    // Hand over the notes kept for this id, oldest first; drop those of
-    // its earlier generations.
-    size_t kept = 0;
-    const size_t first = (early_next_ + kEarlyNotes - early_count_) % kEarlyNotes;
-    for (size_t i = 0; i < early_count_; ++i) {
-        const Note g = early_[(first + i) % kEarlyNotes];
-        if (g.comm_id == comm_id) {
-            if (g.gen == gen) notes_[comm_id](g.rank, g.magic == kHelloMagic);
-            continue;
-        }
-        early_[(first + kept++) % kEarlyNotes] = g;
-    }
-    early_count_ = kept;
-    early_next_ = (first + kept) % kEarlyNotes;
-}
-
-void Context::on_note(const Note &g) {
-    if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
-    if (g.comm_id >= notes_.size()) return;
-    if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
-        notes_[g.comm_id](g.rank, g.magic == kHelloMagic);
-        return;
-    }
-    early_[early_next_] = g;  // the oldest goes when full
-    early_next_ = (early_next_ + 1) % kEarlyNotes;
-    if (early_count_ < kEarlyNotes) ++early_count_;
-}
-
 void Context::run_deferred_hooks() {
     if (!deferred_pending_) {
         return;  // the common case: one load per progress call
     }
     deferred_pending_ = false;  // a hook may request again (next call runs it)
+    answer_gone_hellos();
     for (auto &h : hooks_) {
         h.second();
     }

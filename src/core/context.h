@@ -98,6 +98,22 @@ public:
     void set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
     void on_note(const Note &g);  // worker lock held
 
+    /** A peer's worker address, kept after its communicator is gone. */
+    struct UnnamedPeer {
+        uint32_t rank;
+        std::vector<uint8_t> address;
+    };
+    /** The communicator (comm_id, gen), in which we were `rank`, is being
+     *  destroyed: clear its note handler and keep `unnamed`, the peers it
+     *  had no endpoint to and no hello from (ascending ranks). Such a peer
+     *  may still connect and say hello, and nothing of the communicator is
+     *  left to say goodbye to it: the context does, over an endpoint of its
+     *  own, after the progress call that brought the hello (once a peer).
+     *  Kept until the next communicator with this id is destroyed, or the
+     *  context. Worker lock held; does not throw. */
+    void retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
+                            std::vector<UnnamedPeer> &&unnamed) noexcept;
+
     /** Keep p alive until the worker is gone, then free(p): what UCX may
      *  still call back with after its owner left (see ~Comm). Out of
      *  memory, p is never freed. Worker lock held; does not throw. */
@@ -109,6 +125,11 @@ public:
 private:
     Context() = default;
     void run_deferred_hooks();
+    /** Register the note handler on the worker (context_notes.cc). */
+    ucs_status_t listen_for_notes();
+    /** Say goodbye to the peers whose hellos reached a retired
+     *  communicator (retire_comm_locked). Worker lock held. */
+    void answer_gone_hellos() noexcept;
 
     ContextSettings settings_{};
     // Declaration order = reverse destruction order: progress stops first,
@@ -139,6 +160,19 @@ private:
     static constexpr size_t kEarlyNotes = 256;
     std::array<Note, kEarlyNotes> early_{};
     size_t early_next_ = 0, early_count_ = 0;
+    // Retired communicators, one per id (retire_comm_locked). Worker lock.
+    struct Gone {
+        bool valid = false;
+        uint32_t gen = 0;
+        uint32_t rank = 0;  // ours there
+        std::vector<UnnamedPeer> unnamed;
+    };
+    std::array<Gone, kMaxComms> gone_{};
+    // Hellos for them to answer after the progress call: {id, gen, rank},
+    // filled inside UCX's callback (no allocation). Worker lock.
+    static constexpr size_t kGoneAnswers = 64;
+    std::array<Note, kGoneAnswers> answers_{};
+    size_t answers_count_ = 0;
     bool deferred_pending_ = false;  // worker lock held
     bool ucx_cuda_ = false;
 };

@@ -22,7 +22,8 @@
  *       but rank 0 receives that message once the goodbye came (it
  *       arrived first), racing rank 1's forced close: the send still ends
  *       P2P_ERR_CANCELED (or OK), the receive once, OK or
- *       P2P_ERR_PEER_FAILURE.
+ *       P2P_ERR_PEER_FAILURE. silent-destroy, silent-shutdown, silent-late,
+ *       silent-gone: rank 1 never names rank 0 (see run_leave).
  *   leave-oom  (2 ranks) as leave, with every C++ allocation failing on
  *       rank 0 while rank 1's goodbye is handled: its 300 pending receives
  *       still complete with P2P_ERR_PEER_FAILURE, and nothing aborts.
@@ -357,8 +358,11 @@ void run_leave(int argc, char **argv) {
     // rank 0's hello (on connecting) is what makes rank 1 say goodbye.
     // silent-destroy / silent-shutdown: rank 0 posts first, then rank 1
     // leaves; silent-late: rank 1 shuts down first, then rank 0 posts (its
-    // hello reaches a communicator that said its goodbyes already).
-    const bool late = how == "silent-late";
+    // hello reaches a communicator that said its goodbyes already);
+    // silent-gone: as late, but rank 1 destroys its communicator (its
+    // context answers the hello).
+    const bool gone = how == "silent-gone";
+    const bool late = how == "silent-late" || gone;
     const bool silent = late || how == "silent-destroy" || how == "silent-shutdown";
     Rank r;
     set_identity(static_cast<int>(r.rank()), "leave");
@@ -370,7 +374,11 @@ void run_leave(int argc, char **argv) {
     if (r.rank() == 1) {
         if (late) {
             say("leaving (%s) before rank 0 posts", how.c_str());
-            MP_OK(p2p_comm_shutdown(r.comm()));
+            if (gone) {
+                r.destroy_comm();
+            } else {
+                MP_OK(p2p_comm_shutdown(r.comm()));
+            }
             r.barrier();  // rank 0 posts now; our progress thread answers
             r.barrier();  // rank 0 checked
             buf.release();
@@ -391,8 +399,8 @@ void run_leave(int argc, char **argv) {
         r.barrier();  // rank 0 posted what will never match
         if (silent) {
             // Rank 0's hello went out with its first post; give a tcp
-            // endpoint's wireup time to deliver it (a hello reaching a
-            // communicator already destroyed goes unanswered).
+            // endpoint's wireup time to deliver it (one reaching the
+            // communicator after destroy is the context's: silent-gone).
             const auto t0 = Clock::now();
             while (seconds_since(t0) < 1.0) {
                 MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 10).empty(), "rank 1 posted nothing");

@@ -1,0 +1,157 @@
+/*
+ * Hellos and goodbyes at the context (core/context.h, Context::Note): the
+ * active-message handler, the hand-over to each communicator's handler,
+ * the ring of notes that came before it, and the goodbyes the context says
+ * for communicators already destroyed here.
+ */
+#include "core/context.h"
+#include "core/log.h"
+#include "core/send_small.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace ucxp2p {
+
+namespace {
+
+/** A peer's hello or goodbye (UCP active message); runs inside worker progress,
+ *  under the worker lock. */
+ucs_status_t note_am_cb(void *arg, const void *header, size_t header_length,
+                        void *, size_t, const ucp_am_recv_param_t *) {
+    Context::Note g;
+    if (header_length == sizeof(g)) {
+        std::memcpy(&g, header, sizeof(g));
+        static_cast<Context *>(arg)->on_note(g);
+    }
+    return UCS_OK;
+}
+
+/** The endpoint of a goodbye for a retired communicator is closed right
+ *  after the goodbye is posted; an error before that changes nothing. */
+void gone_ep_error_cb(void *, ucp_ep_h, ucs_status_t st) {
+    P2P_LOG(P2P_LOG_DEBUG, "context: endpoint of a late goodbye failed: %s",
+            ucs_status_string(st));
+}
+
+void close_done_cb(void *request, ucs_status_t, void *) {
+    ucp_request_free(request);
+}
+
+} // namespace
+
+ucs_status_t Context::listen_for_notes() {
+    ucp_am_handler_param_t am = {};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id = kAmNote;
+    am.cb = note_am_cb;
+    am.arg = this;
+    return ucp_worker_set_am_recv_handler(worker_.get(), &am);
+}
+
+void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
+    std::lock_guard<Mutex> lock(worker_mu_);
+    if (comm_id >= notes_.size()) return;
+    notes_[comm_id] = std::move(h);
+    note_gen_[comm_id] = gen;
+    if (!notes_[comm_id]) return;
+    // Hand over the notes kept for this id, oldest first; drop those of
+    // its earlier generations.
+    size_t kept = 0;
+    const size_t first = (early_next_ + kEarlyNotes - early_count_) % kEarlyNotes;
+    for (size_t i = 0; i < early_count_; ++i) {
+        const Note g = early_[(first + i) % kEarlyNotes];
+        if (g.comm_id == comm_id) {
+            if (g.gen == gen) notes_[comm_id](g.rank, g.magic == kHelloMagic);
+            continue;
+        }
+        early_[(first + kept++) % kEarlyNotes] = g;
+    }
+    early_count_ = kept;
+    early_next_ = (first + kept) % kEarlyNotes;
+}
+
+void Context::on_note(const Note &g) {
+    if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
+    if (g.comm_id >= notes_.size()) return;
+    if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
+        notes_[g.comm_id](g.rank, g.magic == kHelloMagic);
+        return;
+    }
+    const Gone &gone = gone_[g.comm_id];
+    if (g.magic == kHelloMagic && gone.valid && gone.gen == g.gen) {
+        // A peer connected to a communicator destroyed here; answered
+        // after this progress call (no endpoint is created in a callback).
+        if (answers_count_ < kGoneAnswers) {
+            answers_[answers_count_++] = g;
+            request_deferred();
+        } else {
+            P2P_LOG(P2P_LOG_WARN, "comm %u: rank %u said hello after the communicator "
+                    "was destroyed; %zu such hellos wait already, this one goes "
+                    "unanswered", g.comm_id, g.rank, kGoneAnswers);
+        }
+        return;
+    }
+    early_[early_next_] = g;  // the oldest goes when full
+    early_next_ = (early_next_ + 1) % kEarlyNotes;
+    if (early_count_ < kEarlyNotes) ++early_count_;
+}
+
+void Context::retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
+                                 std::vector<UnnamedPeer> &&unnamed) noexcept {
+    if (comm_id >= notes_.size()) return;
+    notes_[comm_id] = nullptr;
+    Gone &g = gone_[comm_id];
+    g.valid = true;
+    g.gen = gen;
+    g.rank = rank;
+    g.unnamed = std::move(unnamed);  // frees the previous generation's
+}
+
+void Context::answer_gone_hellos() noexcept {
+    for (size_t i = 0; i < answers_count_; ++i) {
+        const Note h = answers_[i];
+        Gone &gone = gone_[h.comm_id];
+        if (!gone.valid || gone.gen != h.gen) continue;  // retired again since
+        auto it = std::lower_bound(gone.unnamed.begin(), gone.unnamed.end(), h.rank,
+                                   [](const UnnamedPeer &p, uint32_t r) { return p.rank < r; });
+        if (it == gone.unnamed.end() || it->rank != h.rank || it->address.empty()) {
+            continue;  // we had an endpoint to it (it got our goodbye then), or answered
+        }
+        std::vector<uint8_t> address = std::move(it->address);  // once a peer
+        it->address.clear();
+        ucp_ep_params_t ep_params = {};
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.address = reinterpret_cast<const ucp_address_t *>(address.data());
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb = gone_ep_error_cb;
+        ep_params.err_handler.arg = nullptr;
+        ucp_ep_h ep = nullptr;
+        ucs_status_t st = ucp_ep_create(worker_.get(), &ep_params, &ep);
+        if (st == UCS_OK) {
+            const Note bye{kGoodbyeMagic, h.comm_id, h.gen, gone.rank};
+            st = send_small(bye, [&](const Note *buf, const ucp_request_param_t *prm) {
+                return ucp_am_send_nbx(ep, kAmNote, buf, sizeof(*buf), nullptr, 0, prm);
+            });
+            // A flushing close: the goodbye goes out first.
+            ucp_request_param_t cp = {};
+            cp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+            cp.cb.send = close_done_cb;
+            void *req = ucp_ep_close_nbx(ep, &cp);
+            if (UCS_PTR_IS_ERR(req)) {
+                P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint of a late goodbye "
+                        "to rank %u: %s", h.comm_id, h.rank,
+                        ucs_status_string(UCS_PTR_STATUS(req)));
+            }
+        }
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said hello after the communicator was "
+                "destroyed; goodbye: %s", h.comm_id, h.rank, ucs_status_string(st));
+    }
+    answers_count_ = 0;
+}
+
+} // namespace ucxp2p
