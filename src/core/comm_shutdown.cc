@@ -65,6 +65,25 @@ void Comm::on_peer_hello(uint32_t peer) {
     }
 }
 
+std::vector<Context::UnnamedPeer> Comm::unnamed_peers() noexcept {
+    std::vector<Context::UnnamedPeer> out;
+    try {
+        for (uint32_t r = 0; r < size_; ++r) {
+            const Peer &p = peers_[r];
+            // The others heard our goodbye, left, failed, or are us.
+            if (r == rank_ || p.ep != nullptr || p.parked_ep != nullptr || p.failed ||
+                p.left || p.watcher || p.closed_at_shutdown || addrs_[r].empty()) {
+                continue;
+            }
+            out.push_back({r, std::move(addrs_[r])});  // not connected from now on
+        }
+    } catch (const std::bad_alloc &) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: out of memory: a late hello will go "
+                "unanswered", id_);
+    }
+    return out;
+}
+
 void Comm::send_goodbyes() {
     if (said_goodbye_) return;
     said_goodbye_ = true;
