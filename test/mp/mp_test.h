@@ -1,0 +1,145 @@
+/*
+ * mp_test's fixture: a test runs an mp_rank scenario through p2prun, once
+ * per transport (the Transports instantiation, in mp_test.cc).
+ */
+#ifndef UCXP2P_TEST_MP_MP_TEST_H
+#define UCXP2P_TEST_MP_MP_TEST_H
+
+#include "mp_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <ostream>
+#include <regex>
+#include <string>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace mpt {
+
+using mptest::Launch;
+
+struct Transport {
+    const char *name;
+    std::vector<std::string> env; // NAME=VALUE passed with -x
+};
+
+// gtest prints parameters of failing tests with this.
+inline void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
+
+const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
+const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};
+// P2P_THREAD_SERIALIZED: no progress thread; every scenario but `threads`
+// makes one call at a time, so its own polls and waits must move the data
+// (and detect dead peers).
+const Transport kShmSerial = {"shm_serialized",
+                              {"UCX_TLS=shm,self", "P2P_THREAD_MODE=serialized"}};
+const Transport kTcpSerial = {"tcp_serialized", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo",
+                                                 "P2P_THREAD_MODE=serialized"}};
+
+inline bool is_tcp(const Transport &t) { return std::string(t.name).rfind("tcp", 0) == 0; }
+inline bool is_serialized(const Transport &t) {
+    return std::string(t.name).find("serialized") != std::string::npos;
+}
+
+inline std::string p2prun_path() { return mptest::top_builddir() + "/tools/p2prun/p2prun"; }
+inline std::string mp_rank_path() { return mptest::top_builddir() + "/test/mp/mp_rank"; }
+
+inline bool executable(const std::string &p) { return access(p.c_str(), X_OK) == 0; }
+
+struct RunSpec {
+    int ranks = 2;
+    int timeout_s = 90;
+    std::vector<std::string> args;     // after "mp_rank"
+    std::vector<std::string> env;      // extra -x NAME=VALUE
+    bool keep_going = false;
+};
+
+class MpTest : public ::testing::TestWithParam<Transport> {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(executable(p2prun_path())) << p2prun_path() << " not built";
+        ASSERT_TRUE(executable(mp_rank_path())) << mp_rank_path() << " not built";
+    }
+
+    std::vector<std::string> command(const RunSpec &s) const {
+        std::vector<std::string> argv = {p2prun_path(), "-n",
+                                         std::to_string(s.ranks), "--timeout",
+                                         std::to_string(s.timeout_s)};
+        if (s.keep_going) {
+            argv.push_back("--keep-going");
+        }
+        // The harness's default first: a later -x of the same name wins, so
+        // a test's own setting (s.env) takes effect.
+        std::vector<std::string> env = {"P2P_PEER_TIMEOUT_MS=2000"};
+        env.insert(env.end(), GetParam().env.begin(), GetParam().env.end());
+        env.insert(env.end(), s.env.begin(), s.env.end());
+        for (const std::string &e : env) {
+            argv.push_back("-x");
+            argv.push_back(e);
+        }
+        argv.push_back("--");
+        argv.push_back(mp_rank_path());
+        argv.insert(argv.end(), s.args.begin(), s.args.end());
+        return argv;
+    }
+
+    static std::string joined(const std::vector<std::string> &v) {
+        std::string s;
+        for (const std::string &a : v) {
+            s += (s.empty() ? "" : " ") + a;
+        }
+        return s;
+    }
+
+    /** Run to the end; returns p2prun's status, output in *out. */
+    int run(const RunSpec &s, std::string *out) {
+        std::vector<std::string> argv = command(s);
+        Launch l(argv);
+        EXPECT_TRUE(l.started()) << joined(argv);
+        auto t0 = std::chrono::steady_clock::now();
+        int st = l.wait(s.timeout_s + 30);
+        double took = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - t0).count();
+        *out = l.output();
+        RecordProperty("seconds", std::to_string(took));
+        std::printf("[ mp_test  ] %s: status %d in %.1f s\n", joined(s.args).c_str(),
+                    st, took);
+        return st;
+    }
+
+    /** The scenario must exit 0 and print `ok_word` once per rank.
+     *  Returns the output for further checks. */
+    std::string expect_pass(const RunSpec &s, const std::string &ok_word) {
+        std::string out;
+        int st = run(s, &out);
+        EXPECT_EQ(0, st) << joined(command(s)) << "\n" << out;
+        EXPECT_EQ(static_cast<size_t>(s.ranks), count(out, ok_word))
+            << "expected '" << ok_word << "' from every rank:\n" << out;
+        return out;
+    }
+
+    static size_t count(const std::string &text, const std::string &word) {
+        size_t n = 0;
+        for (size_t p = text.find(word); p != std::string::npos;
+             p = text.find(word, p + word.size())) {
+            ++n;
+        }
+        return n;
+    }
+};
+
+inline std::string tcp_or(const char *shm_value, const char *tcp_value,
+                   const Transport &t) {
+    return is_tcp(t) ? tcp_value : shm_value;
+}
+
+} // namespace mpt
+
+#endif
