@@ -287,11 +287,11 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * Then this rank says goodbye to the peers it has an endpoint to (it named
  * them in an operation) and to those that have one to it (they named it;
  * also when that comes later: while this communicator is shut down, or,
- * once it is destroyed, from its context while that lives): on their side, operations naming this rank that
- * were still waiting (receives not yet matched, sends not yet received)
- * complete with P2P_ERR_PEER_FAILURE, and later posts naming it fail with
- * P2P_ERR_PEER_FAILURE -- except receives of messages that had already
- * arrived, which still succeed. Messages that reach this communicator after
+ * once it is destroyed, from its context while that lives): on their side,
+ * operations naming this rank that were still waiting (receives not yet
+ * matched, sends not yet received) complete with P2P_ERR_PEER_FAILURE, and
+ * later posts naming it fail with P2P_ERR_PEER_FAILURE -- except receives
+ * of messages that had already arrived, which still succeed. Messages that reach this communicator after
  * it shut down are dropped.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
