@@ -206,6 +206,9 @@ p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = address;
     mp.length = length;
+    // Allocated before the registration: a throw after ucp_mem_map would
+    // leak the UCX handle (guarded() only turns it into NO_MEMORY).
+    auto e = std::make_unique<MemEntry>();
     ucp_mem_h memh = nullptr;
     ucs_status_t st;
     {
@@ -217,7 +220,6 @@ p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
                 length, address, ucs_status_string(st));
         return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
     }
-    auto e = std::make_unique<MemEntry>();
     e->ctx = ce->ctx;
     e->mem.ctx = ce->ctx.get();
     e->mem.ctx_id = ce->id;
@@ -226,7 +228,12 @@ p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
     e->mem.memh = memh;
     e->mem.shm_fd = shm_fd;
     e->mem.shm_ino = shm_ino;
-    uint64_t id = g_mems.add(std::move(e));
+    uint64_t id = 0;
+    try {
+        id = g_mems.add(std::move(e));  // may allocate a chunk of slots
+    } catch (const std::bad_alloc &) {
+        id = 0;  // undone below, as when every slot is taken
+    }
     if (id == 0) {
         std::lock_guard<Mutex> lock(ce->ctx->worker_mu());
         ucp_mem_unmap(ce->ctx->ucp(), memh);

@@ -1,0 +1,272 @@
+/*
+ * api_test, continued: P2P_ERR_NO_MEMORY from each public call that
+ * allocates, provoked by failing this thread's C++ allocations
+ * (test/fail_new.h; UCX's own malloc calls are untouched). Each test then
+ * checks what the status promises: nothing half-made, nothing posted,
+ * nothing lost, and the same call succeeding once memory is back.
+ * (UCX's log handler is used to hear what UCX reports at teardown.)
+ */
+#include "api_util.h"
+
+#include "../fail_new.h"
+
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <vector>
+
+using namespace apitest;
+
+namespace {
+
+/** This thread's allocations fail for the scope. */
+struct NoMemory {
+    NoMemory() { p2ptest::fail_new_in_this_thread(true); }
+    ~NoMemory() { p2ptest::fail_new_in_this_thread(false); }
+    NoMemory(const NoMemory &) = delete;
+    NoMemory &operator=(const NoMemory &) = delete;
+};
+
+/** UCX's warnings and errors while count_ucx_warnings is pushed. */
+std::atomic<int> g_ucx_warnings{0};
+
+ucs_log_func_rc_t count_ucx_warnings(const char *, unsigned, const char *,
+                                     ucs_log_level_t level,
+                                     const ucs_log_component_config_t *, const char *,
+                                     va_list) {
+    if (level <= UCS_LOG_LEVEL_WARN) ++g_ucx_warnings;
+    return UCS_LOG_FUNC_RC_CONTINUE;  // printed as usual
+}
+
+constexpr size_t kMsg = 8;
+
+} // namespace
+
+TEST(ApiNoMemory, ContextCreate) {
+    p2p_context_h ctx = bogus_handle<p2p_context_h>();
+    {
+        NoMemory none;
+        EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_context_create(nullptr, &ctx));
+    }
+    EXPECT_EQ(bogus_handle<p2p_context_h>(), ctx) << "the handle was written";
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+TEST(ApiNoMemory, CommCreate) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    p2p_comm_h comm = bogus_handle<p2p_comm_h>();
+    {
+        NoMemory none;
+        EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_comm_create(ctx, bs, &comm));
+    }
+    EXPECT_EQ(bogus_handle<p2p_comm_h>(), comm) << "the handle was written";
+    // The failed create holds no communicator id and leaves the bootstrap
+    // usable: the next create works, and moves a message.
+    ASSERT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
+    Buf b(2 * kMsg, 0x5a);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
+    EXPECT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 1, b.data() + kMsg, kMsg, mem, nullptr));
+    EXPECT_EQ(P2P_OK, p2p_comm_send(comm, 0, 1, b.data(), kMsg, mem, nullptr));
+    p2p_completion_t c{};
+    size_t n = 0;
+    EXPECT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(1u, n);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+// The registration's own record is allocated before UCX registers: a
+// failure after ucp_mem_map would leave UCX's handle registered for good,
+// which UCX reports when the context is destroyed ("regions remained",
+// "was not returned to mpool").
+TEST(ApiNoMemory, MemRegisterRegistersNothing) {
+    if (ucs_global_opts.log_component.log_level < UCS_LOG_LEVEL_WARN) {
+        GTEST_SKIP() << "UCX_LOG_LEVEL hides UCX's warnings, which this test counts";
+    }
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    Buf b(4096);
+    p2p_mem_h mem = bogus_handle<p2p_mem_h>();
+    {
+        NoMemory none;
+        EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_mem_register(ctx, b.data(), b.size(), &mem));
+    }
+    EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    g_ucx_warnings = 0;
+    ucs_log_push_handler(count_ucx_warnings);
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+    ucs_log_pop_handler();
+    EXPECT_EQ(0, g_ucx_warnings.load()) << "UCX found a registration left behind";
+}
+
+namespace {
+
+/** A single-rank communicator with one registered buffer of `slots`
+ *  messages (message i at slot i, filled with i). */
+class NoMemoryPosts : public ApiFixture {
+protected:
+    static constexpr size_t kSlots = 1024;
+    void SetUp() override {
+        ApiFixture::SetUp();
+        for (size_t i = 0; i < kSlots; ++i) {
+            std::memset(send_.data() + i * kMsg, static_cast<int>(i & 0xff), kMsg);
+        }
+        ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, send_.data(), send_.size(), &smem_));
+        ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, recv_.data(), recv_.size(), &rmem_));
+        // One message each way first: the endpoint to ourselves and the
+        // first completion segments exist before allocations fail.
+        ASSERT_EQ(P2P_OK, send(kSlots - 1));
+        wait_one(P2P_QUEUE_SEND);
+        ASSERT_EQ(P2P_OK, recv(kSlots - 1));
+        wait_one(P2P_QUEUE_RECV);
+    }
+    void TearDown() override {
+        // The communicator first: sends of the tests are still unreceived.
+        if (comm_ != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm_));
+            comm_ = nullptr;
+        }
+        if (smem_ != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(smem_));
+        }
+        if (rmem_ != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(rmem_));
+        }
+        ApiFixture::TearDown();
+    }
+    p2p_status_t send(size_t i) {
+        return p2p_comm_send(comm_, 0, static_cast<uint32_t>(i), send_.data() + i * kMsg,
+                             kMsg, smem_, nullptr);
+    }
+    p2p_status_t recv(size_t i) {
+        return p2p_comm_recv(comm_, 0, static_cast<uint32_t>(i), recv_.data() + i * kMsg,
+                             kMsg, rmem_, nullptr);
+    }
+    /** Wait (up to 10 s) until `want` entries of q came, then take what
+     *  else is there now; each must be OK with kMsg bytes. Returns the
+     *  count taken. */
+    size_t collect(p2p_queue_t q, size_t want) {
+        std::vector<p2p_completion_t> c(kSlots);
+        size_t total = 0, n = 0;
+        for (;;) {
+            const int timeout = total < want ? 10000 : 0;
+            p2p_status_t st = p2p_comm_wait(comm_, q, c.data(), c.size(), &n, timeout);
+            if (st == P2P_ERR_TIMEOUT) break;
+            EXPECT_EQ(P2P_OK, st);
+            if (st != P2P_OK) break;
+            for (size_t i = 0; i < n; ++i) {
+                EXPECT_EQ(P2P_OK, c[i].status) << "tensor " << c[i].tensor_id;
+                EXPECT_EQ(kMsg, c[i].bytes) << "tensor " << c[i].tensor_id;
+            }
+            total += n;
+        }
+        return total;
+    }
+    /** Post with allocations failing until one post reports NO_MEMORY;
+     *  returns how many were accepted before it (0 when none failed). */
+    template <class Post> size_t until_no_memory(Post post) {
+        NoMemory none;
+        for (size_t i = 0; i + 1 < kSlots; ++i) {
+            p2p_status_t st = post(i);
+            if (st == P2P_ERR_NO_MEMORY) return i;
+            EXPECT_EQ(P2P_OK, st) << "post " << i;
+            if (st != P2P_OK) return 0;
+        }
+        ADD_FAILURE() << "no post needed memory in " << kSlots - 1 << " posts";
+        return 0;
+    }
+
+    Buf send_{kSlots * kMsg};
+    Buf recv_{kSlots * kMsg};
+    p2p_mem_h smem_ = nullptr;
+    p2p_mem_h rmem_ = nullptr;
+};
+
+} // namespace
+
+// Completions are queued unpopped until the queue needs a new segment: the
+// send that needs it fails before anything is sent.
+TEST_F(NoMemoryPosts, SendWithoutRoomForItsCompletionSendsNothing) {
+    const size_t k = until_no_memory([&](size_t i) { return send(i); });
+    ASSERT_GT(k, 0u);
+    EXPECT_EQ(k, collect(P2P_QUEUE_SEND, k)) << "one completion per accepted send";
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    // What was accepted arrives; the refused send never does.
+    for (size_t i = 0; i <= k; ++i) ASSERT_EQ(P2P_OK, recv(i));
+    std::vector<p2p_completion_t> c(kSlots);
+    size_t got = 0, n = 0;
+    while (got < k) {
+        ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_RECV, c.data(), c.size(), &n, 10000));
+        ASSERT_GT(n, 0u);
+        for (size_t j = 0; j < n; ++j) {
+            ASSERT_LT(c[j].tensor_id, k) << "the refused send arrived";
+            EXPECT_EQ(P2P_OK, c[j].status);
+        }
+        got += n;
+    }
+    EXPECT_EQ(0, std::memcmp(send_.data(), recv_.data(), k * kMsg));
+    EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_comm_wait(comm_, P2P_QUEUE_RECV, c.data(), 1, &n, 200))
+        << "the refused send arrived";
+    EXPECT_EQ(1u, pending(P2P_QUEUE_RECV));
+    // Sent now, it completes the receive waiting for it.
+    ASSERT_EQ(P2P_OK, send(k));
+    EXPECT_EQ(k, wait_one(P2P_QUEUE_RECV).tensor_id);
+    EXPECT_EQ(0, std::memcmp(send_.data() + k * kMsg, recv_.data() + k * kMsg, kMsg));
+}
+
+// The same for a receive whose message already waits: the refused receive
+// takes nothing, so the message is received by the next receive posted.
+TEST_F(NoMemoryPosts, RecvWithoutRoomForItsCompletionTakesNothing) {
+    for (size_t i = 0; i + 1 < kSlots; ++i) {
+        ASSERT_EQ(P2P_OK, send(i));
+        if (i % 64 == 63) collect(P2P_QUEUE_SEND, 64);
+    }
+    collect(P2P_QUEUE_SEND, (kSlots - 1) % 64);
+    const size_t k = until_no_memory([&](size_t i) { return recv(i); });
+    ASSERT_GT(k, 0u);
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV)) << "the refused receive was posted";
+    EXPECT_EQ(k, collect(P2P_QUEUE_RECV, k)) << "one completion per accepted receive";
+    ASSERT_EQ(P2P_OK, recv(k));
+    const p2p_completion_t c = wait_one(P2P_QUEUE_RECV);
+    EXPECT_EQ(k, c.tensor_id);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(0, std::memcmp(send_.data(), recv_.data(), (k + 1) * kMsg));
+}
+
+// A batch whose completions do not fit fails whole: no block is sent.
+TEST_F(NoMemoryPosts, SendBatchWithoutMemorySendsNothing) {
+    constexpr size_t kN = 512;  // more than one completion segment
+    std::vector<p2p_block_t> blocks(kN);
+    for (size_t i = 0; i < kN; ++i) {
+        blocks[i] = {0, static_cast<uint32_t>(i), send_.data() + i * kMsg, kMsg, smem_,
+                     nullptr};
+    }
+    size_t bad = 77;
+    {
+        NoMemory none;
+        EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_comm_send_batch(comm_, blocks.data(), kN, &bad));
+    }
+    EXPECT_EQ(77u, bad) << "no block is bad: the batch as a whole did not fit";
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    EXPECT_EQ(0u, collect(P2P_QUEUE_SEND, 0));
+    ASSERT_EQ(P2P_OK, recv(0));
+    p2p_completion_t c{};
+    size_t n = 0;
+    EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, 200))
+        << "a block of the refused batch arrived";
+    // With memory back, the same batch goes.
+    ASSERT_EQ(P2P_OK, p2p_comm_send_batch(comm_, blocks.data(), kN, &bad));
+    EXPECT_EQ(0u, wait_one(P2P_QUEUE_RECV).tensor_id);
+}
