@@ -474,6 +474,21 @@ void run_leave(int argc, char **argv) {
                      p2p_comm_recv(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
     MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
                      p2p_comm_send(r.comm(), 1, 7, buf.data(), kSmall, buf.mem(), nullptr));
+    // A batch naming it fails whole, at its block: the block before it
+    // (to ourselves) is not posted either.
+    for (const bool is_send : {true, false}) {
+        const p2p_block_t blocks[2] = {{0, 8, buf.data(), kSmall, buf.mem(), nullptr},
+                                       {1, 8, buf.data() + kSmall, kSmall, buf.mem(), nullptr}};
+        size_t bad = 99;
+        MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
+                         is_send ? p2p_comm_send_batch(r.comm(), blocks, 2, &bad)
+                                 : p2p_comm_recv_batch(r.comm(), blocks, 2, &bad));
+        size_t pend = 99;
+        MP_OK(p2p_comm_pending(r.comm(), is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV, &pend));
+        MP_CHECK(bad == 1 && pend == 0, "a %s batch naming the rank that left: bad index "
+                 "%zu (expected 1), %zu left pending (expected 0)",
+                 is_send ? "send" : "recv", bad, pend);
+    }
     if (pulled) {
         // Its RTS came before the goodbye (one endpoint, in order): the
         // post is accepted, and the receive ends once either way.
