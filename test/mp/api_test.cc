@@ -175,6 +175,17 @@ TEST(ApiContext, NoUsableTransportIsNoDevice) {
     if (st == P2P_OK) p2p_context_destroy(ctx);
 }
 
+// A UCX variable UCX cannot parse: UCX cannot start (the user's value is
+// not overridden, and not ignored either).
+TEST(ApiContext, BadUcxVariableIsTransportError) {
+    EnvGuard g("UCX_RNDV_THRESH", "not_a_size");
+    p2p_context_h ctx = bogus_handle<p2p_context_h>();
+    p2p_status_t st = p2p_context_create(nullptr, &ctx);
+    EXPECT_EQ(P2P_ERR_TRANSPORT, st) << p2p_status_string(st);
+    EXPECT_EQ(bogus_handle<p2p_context_h>(), ctx);
+    if (st == P2P_OK) p2p_context_destroy(ctx);
+}
+
 TEST(ApiContext, GoodEnvironmentValues) {
     for (const char *threads : {"multi", "serialized", "SERIALIZED"}) {
         for (const char *mode : {"adaptive", "busy", "event"}) {

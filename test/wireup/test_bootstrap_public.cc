@@ -1,0 +1,152 @@
+/*
+ * The bootstrap's failures as the public API reports them: the statuses
+ * p2p.h documents for p2p_bootstrap_create, p2p_bootstrap_barrier and
+ * p2p_comm_create's address exchange (the other wireup tests call the
+ * internal bootstrap_create). Multi-rank cases fork one child per rank on
+ * a free loopback port (wireup_test_util.h).
+ */
+#include "wireup_test_util.h"
+
+#include <ucxp2p/p2p.h>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+using wtest::code;
+
+namespace {
+
+constexpr uint64_t kWaitMs = 20000;  // harness bound per test
+
+void set(const char *k, const std::string &v) { ::setenv(k, v.c_str(), 1); }
+
+class BootstrapPublic : public ::testing::Test {
+protected:
+    wtest::EnvGuard guard_;
+    const std::string token_ = "wireup-public-" + std::to_string(getpid());
+};
+
+/** A handle value the calls must leave as it is when they fail. */
+p2p_bootstrap_h untouched() { return reinterpret_cast<p2p_bootstrap_h>(0x5eed); }
+
+} // namespace
+
+TEST_F(BootstrapPublic, CreateUnsupportedOutsidePmixLaunch) {
+    p2p_bootstrap_h bs = untouched();
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_bootstrap_create(P2P_BOOTSTRAP_PMIX, &bs));
+    set("P2P_BOOTSTRAP", "pmix");
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    EXPECT_EQ(untouched(), bs);
+}
+
+TEST_F(BootstrapPublic, CreateTimesOutWithoutRankZero) {
+    set("RANK", "1");
+    set("WORLD_SIZE", "2");
+    set("MASTER_ADDR", "127.0.0.1");
+    set("MASTER_PORT", std::to_string(wtest::free_port_block(1)));
+    set("P2P_BOOTSTRAP_TIMEOUT_MS", "300");
+    p2p_bootstrap_h bs = untouched();
+    const uint64_t t0 = wtest::now_ms();
+    EXPECT_EQ(P2P_ERR_TIMEOUT, p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs));
+    EXPECT_LT(wtest::now_ms() - t0, 5000u);
+    EXPECT_EQ(untouched(), bs);
+}
+
+TEST_F(BootstrapPublic, CreateFailsOnABusyMasterPort) {
+    const uint16_t port = wtest::free_port_block(1);
+    const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(holder, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(port);
+    ASSERT_EQ(0, ::bind(holder, reinterpret_cast<sockaddr *>(&a), sizeof(a)));
+    ASSERT_EQ(0, ::listen(holder, 1));
+    set("RANK", "0");
+    set("WORLD_SIZE", "2");
+    set("MASTER_PORT", std::to_string(port));
+    p2p_bootstrap_h bs = untouched();
+    EXPECT_EQ(P2P_ERR_BOOTSTRAP, p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs));
+    EXPECT_EQ(untouched(), bs);
+    ::close(holder);
+}
+
+namespace {
+
+/** What rank 0 calls after rank 1 is gone or late. */
+enum class Call { kBarrier, kCommCreate };
+
+/** A 2-rank job: both create the bootstrap and pass a barrier; then rank 1
+ *  exits (`late` false) or sleeps past the bootstrap timeout before
+ *  exiting (`late` true), and rank 0 makes `call`. Rank 0's exit code is
+ *  code(status) of that call; rank 1's is 0. */
+std::vector<int> run_job(const std::string &token, Call call, bool late) {
+    const uint16_t port = wtest::free_port_block(1);
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < 2; ++r) {
+        pids.push_back(wtest::spawn(
+            wtest::job_env(r, 2, port, late ? "800" : "20000", token), [=] {
+                p2p_bootstrap_h bs = nullptr;
+                p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs);
+                if (st != P2P_OK) return 100 + code(st);
+                if (p2p_bootstrap_barrier(bs) != P2P_OK) return 120;
+                if (r == 1) {
+                    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+                    ::_exit(0);  // without a word
+                }
+                p2p_context_h ctx = nullptr;
+                if (p2p_context_create(nullptr, &ctx) != P2P_OK) return 121;
+                const uint64_t t0 = wtest::now_ms();
+                if (call == Call::kBarrier) {
+                    st = p2p_bootstrap_barrier(bs);
+                } else {
+                    p2p_comm_h comm = nullptr;
+                    st = p2p_comm_create(ctx, bs, &comm);
+                    CHILD_CHECK(comm == nullptr);
+                }
+                if (wtest::now_ms() - t0 > 10000) return wtest::kTooSlow;
+                // The failed call leaves everything destroyable.
+                CHILD_CHECK(p2p_bootstrap_destroy(bs) == P2P_OK);
+                CHILD_CHECK(p2p_context_destroy(ctx) == P2P_OK);
+                return code(st);
+            }));
+    }
+    return wtest::wait_all(pids, kWaitMs);
+}
+
+struct JobCase {
+    const char *name;
+    Call call;
+    bool late;
+    p2p_status_t want;
+};
+
+class BootstrapPublicJob : public BootstrapPublic,
+                           public ::testing::WithParamInterface<JobCase> {};
+
+} // namespace
+
+TEST_P(BootstrapPublicJob, RankZeroGetsTheDocumentedStatus) {
+    const JobCase &c = GetParam();
+    const std::vector<int> codes = run_job(token_ + "-" + c.name, c.call, c.late);
+    EXPECT_EQ(code(c.want), codes[0]) << p2p_status_string(c.want) << " expected";
+    EXPECT_EQ(0, codes[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Wireup, BootstrapPublicJob,
+    ::testing::Values(
+        JobCase{"BarrierFailsWhenARankLeaves", Call::kBarrier, false, P2P_ERR_BOOTSTRAP},
+        JobCase{"CommCreateFailsWhenARankLeaves", Call::kCommCreate, false, P2P_ERR_BOOTSTRAP},
+        JobCase{"BarrierTimesOutWhenARankIsLate", Call::kBarrier, true, P2P_ERR_TIMEOUT},
+        JobCase{"CommCreateTimesOutWhenARankIsLate", Call::kCommCreate, true, P2P_ERR_TIMEOUT}),
+    [](const ::testing::TestParamInfo<JobCase> &i) { return std::string(i.param.name); });
