@@ -6,6 +6,7 @@
  * a goodbye, once, to a peer the communicator kept the address of.
  */
 #include "core/context.h"
+#include "core_util.h"
 
 #include <gtest/gtest.h>
 
@@ -26,10 +27,7 @@ using Note = std::pair<uint32_t, bool>;  // rank, hello
 class Notes : public ::testing::Test {
 protected:
     void SetUp() override {
-        setenv("UCX_TLS", "self", 0);  // no transport work needed
-        ContextSettings s{};
-        ASSERT_EQ(P2P_OK, context_settings_resolve(nullptr, &s));
-        ASSERT_EQ(P2P_OK, Context::create(s, &ctx_));
+        coretest::self_context(&ctx_);
     }
     void arrive(uint32_t magic, uint32_t id, uint32_t gen, uint32_t rank) {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());  // as in UCX's callback
