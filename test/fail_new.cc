@@ -12,9 +12,11 @@
 namespace {
 
 thread_local bool t_fail = false;
+thread_local long t_left = -1;  // allocations until t_fail; -1: no countdown
 std::atomic<bool> g_fail{false};
 
 void *checked_malloc(std::size_t n) noexcept {
+    if (t_left >= 0 && t_left-- == 0) t_fail = true;
     if (t_fail || g_fail.load(std::memory_order_relaxed)) return nullptr;
     return std::malloc(n == 0 ? 1 : n);
 }
@@ -29,7 +31,14 @@ void *malloc_or_throw(std::size_t n) {
 
 namespace p2ptest {
 
-void fail_new_in_this_thread(bool on) { t_fail = on; }
+void fail_new_in_this_thread(bool on) {
+    t_fail = on;
+    t_left = -1;
+}
+void fail_new_after(unsigned n) {
+    t_fail = false;
+    t_left = static_cast<long>(n);
+}
 void fail_new_everywhere(bool on) { g_fail.store(on); }
 
 } // namespace p2ptest

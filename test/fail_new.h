@@ -15,6 +15,10 @@ namespace p2ptest {
 void fail_new_in_this_thread(bool on);
 /** Allocations of every thread (e.g. a library's progress thread). */
 void fail_new_everywhere(bool on);
+/** The calling thread's next n allocations succeed, every later one fails,
+ *  until fail_new_in_this_thread(false): to fail each allocation of a call
+ *  in turn (n = 0, 1, 2, ... until the call succeeds). */
+void fail_new_after(unsigned n);
 
 } // namespace p2ptest
 

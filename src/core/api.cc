@@ -271,6 +271,15 @@ p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t l
     });
 }
 
+size_t ucxp2p::mem_registrations(p2p_context_h context) {
+    Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
+    if (!ce) return 0;
+    const uint64_t id = ce->id;
+    size_t n = 0;
+    g_mems.for_each([&](const MemEntry &m) { n += m.mem.ctx_id == id ? 1 : 0; });
+    return n;
+}
+
 extern "C" {
 
 p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *context_p) {

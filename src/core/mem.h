@@ -58,6 +58,10 @@ struct Mem {
 p2p_status_t mem_register(p2p_context_h context, void *address, size_t length,
                           int shm_fd, uint64_t shm_ino, p2p_mem_h *mem_p);
 
+/** How many registrations of context are alive (0 for an unknown context):
+ *  for tests that check a failed call registered nothing. */
+size_t mem_registrations(p2p_context_h context);
+
 } // namespace ucxp2p
 
 #endif

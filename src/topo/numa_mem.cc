@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -154,17 +155,24 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
             node = -1;
         }
     }
-    p2p_mem_h mem = nullptr;
-    p2p_status_t st = ucxp2p::mem_register(context, p, len, block.fd(),
-                                           block.ino(), &mem);
-    if (st != P2P_OK) {
-        return st;
-    }
+    // Kept in the map before it is registered: once registered, nothing
+    // may fail (a registration naming memory already unmapped). The entry
+    // has no registration yet, so p2p_mem_free cannot match it meanwhile.
+    const int fd = block.fd();
+    const uint64_t ino = block.ino();
+    const uintptr_t key = reinterpret_cast<uintptr_t>(p);
     {
         std::lock_guard<std::mutex> lock(maps_mu());
-        maps().emplace(reinterpret_cast<uintptr_t>(p),
-                       Mapping{len, mem, std::move(block)});
+        maps().emplace(key, Mapping{len, nullptr, std::move(block)});  // may throw
     }
+    p2p_mem_h mem = nullptr;
+    p2p_status_t st = ucxp2p::mem_register(context, p, len, fd, ino, &mem);
+    std::lock_guard<std::mutex> lock(maps_mu());
+    if (st != P2P_OK) {
+        maps().erase(key);  // unmaps (and closes the memfd)
+        return st;
+    }
+    maps().find(key)->second.mem = mem;
     P2P_LOG(P2P_LOG_DEBUG, "mem alloc: %zu bytes at %p on numa %d", len, p, node);
     *address_p = p;
     *mem_p = mem;
@@ -174,7 +182,8 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
 p2p_status_t mem_free(void *address, p2p_mem_h mem) {
     std::lock_guard<std::mutex> lock(maps_mu());
     auto it = maps().find(reinterpret_cast<uintptr_t>(address));
-    if (address == nullptr || it == maps().end() || it->second.mem != mem) {
+    if (address == nullptr || mem == nullptr || it == maps().end() ||
+        it->second.mem != mem) {
         P2P_LOG(P2P_LOG_ERROR, "mem free: %p is not memory from p2p_mem_alloc "
                 "with this registration", address);
         return P2P_ERR_INVALID_PARAM;

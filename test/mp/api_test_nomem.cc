@@ -4,17 +4,14 @@
  * (test/fail_new.h; UCX's own malloc calls are untouched). Each test then
  * checks what the status promises: nothing half-made, nothing posted,
  * nothing lost, and the same call succeeding once memory is back.
- * (UCX's log handler is used to hear what UCX reports at teardown.)
+ * (test/ucx_warnings.h hears what UCX reports at teardown.)
  */
 #include "api_util.h"
 
 #include "../fail_new.h"
 
-#include <ucs/config/global_opts.h>
-#include <ucs/debug/log_def.h>
+#include "../ucx_warnings.h"
 
-#include <atomic>
-#include <cstdarg>
 #include <vector>
 
 using namespace apitest;
@@ -29,16 +26,6 @@ struct NoMemory {
     NoMemory &operator=(const NoMemory &) = delete;
 };
 
-/** UCX's warnings and errors while count_ucx_warnings is pushed. */
-std::atomic<int> g_ucx_warnings{0};
-
-ucs_log_func_rc_t count_ucx_warnings(const char *, unsigned, const char *,
-                                     ucs_log_level_t level,
-                                     const ucs_log_component_config_t *, const char *,
-                                     va_list) {
-    if (level <= UCS_LOG_LEVEL_WARN) ++g_ucx_warnings;
-    return UCS_LOG_FUNC_RC_CONTINUE;  // printed as usual
-}
 
 constexpr size_t kMsg = 8;
 
@@ -90,7 +77,7 @@ TEST(ApiNoMemory, CommCreate) {
 // which UCX reports when the context is destroyed ("regions remained",
 // "was not returned to mpool").
 TEST(ApiNoMemory, MemRegisterRegistersNothing) {
-    if (ucs_global_opts.log_component.log_level < UCS_LOG_LEVEL_WARN) {
+    if (!p2ptest::UcxWarnings::audible()) {
         GTEST_SKIP() << "UCX_LOG_LEVEL hides UCX's warnings, which this test counts";
     }
     p2p_context_h ctx = nullptr;
@@ -104,11 +91,9 @@ TEST(ApiNoMemory, MemRegisterRegistersNothing) {
     EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
-    g_ucx_warnings = 0;
-    ucs_log_push_handler(count_ucx_warnings);
+    p2ptest::UcxWarnings warnings;
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
-    ucs_log_pop_handler();
-    EXPECT_EQ(0, g_ucx_warnings.load()) << "UCX found a registration left behind";
+    EXPECT_EQ(0, warnings.seen()) << "UCX found a registration left behind";
 }
 
 namespace {

@@ -7,10 +7,13 @@
 #include <ucxp2p/p2p.h>
 #include <ucxp2p/p2p_mem.h>
 
+#include "core/mem.h"
 #include "core/rails.h"
 #include "topo/numa_mem.h"
 
+#include "../fail_new.h"
 #include "../shell.h"
+#include "../ucx_warnings.h"
 
 #include <gtest/gtest.h>
 
@@ -86,6 +89,38 @@ TEST_F(NumaMem, AllocationIsAMemfdUntilFreed) {
     static_cast<unsigned char *>(p)[100] = 1;  // still mapped
     EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
     EXPECT_EQ(before, ucxp2p_memfds());
+}
+
+// Each allocation of p2p_mem_alloc failing in turn: every failure is
+// P2P_ERR_NO_MEMORY and leaves no memfd open and no registration behind
+// (none of the context's, none UCX reports at context destroy), until the
+// call succeeds.
+TEST_F(NumaMem, EachFailedAllocationLeavesNothing) {
+    if (!p2ptest::UcxWarnings::audible()) {
+        GTEST_SKIP() << "UCX_LOG_LEVEL hides UCX's warnings, which this test counts";
+    }
+    const size_t before = ucxp2p_memfds();
+    void *p = nullptr;
+    p2p_mem_h mem = nullptr;
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    unsigned k = 0;
+    for (; k < 100 && st == P2P_ERR_NO_MEMORY; ++k) {
+        p2ptest::fail_new_after(k);
+        st = p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem);
+        p2ptest::fail_new_in_this_thread(false);
+        if (st != P2P_OK) {
+            EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "allocation " << k << " failed";
+            EXPECT_EQ(before, ucxp2p_memfds()) << "allocation " << k << " failed";
+            EXPECT_EQ(0u, ucxp2p::mem_registrations(ctx_)) << "allocation " << k << " failed";
+        }
+    }
+    ASSERT_EQ(P2P_OK, st) << "still failing after " << k << " allocations";
+    EXPECT_GE(k, 3u) << "fewer allocations than the call makes: nothing was failed";
+    EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+    p2ptest::UcxWarnings warnings;
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx_));
+    ctx_ = nullptr;
+    EXPECT_EQ(0, warnings.seen()) << "UCX found a registration left behind";
 }
 
 TEST_F(NumaMem, NearestNodeSendRecvOnOneRankComm) {
