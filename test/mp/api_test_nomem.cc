@@ -255,3 +255,78 @@ TEST_F(NoMemoryPosts, SendBatchWithoutMemorySendsNothing) {
     ASSERT_EQ(P2P_OK, p2p_comm_send_batch(comm_, blocks.data(), kN, &bad));
     EXPECT_EQ(0u, wait_one(P2P_QUEUE_RECV).tensor_id);
 }
+
+namespace {
+
+/** call() with each of its allocations failing in turn (the first, then
+ *  the second, ...), until it succeeds: every failure must be
+ *  P2P_ERR_NO_MEMORY, and undo(st) runs after each try (it checks and
+ *  cleans up). Returns how many tries failed. */
+template <class Call, class Undo> unsigned fail_each_allocation(Call call, Undo undo) {
+    unsigned k = 0;
+    for (; k < 500; ++k) {
+        p2ptest::fail_new_after(k);
+        const p2p_status_t st = call();
+        p2ptest::fail_new_in_this_thread(false);
+        undo(st);
+        if (st == P2P_OK) return k;
+        EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "with allocation " << k << " failing";
+        if (st != P2P_ERR_NO_MEMORY) return k;
+    }
+    ADD_FAILURE() << "still failing after " << k << " allocations";
+    return k;
+}
+
+} // namespace
+
+TEST(ApiNoMemory, EachAllocationOfContextCreate) {
+    p2p_context_h ctx = nullptr;
+    const unsigned k = fail_each_allocation(
+        [&] { return p2p_context_create(nullptr, &ctx); },
+        [&](p2p_status_t st) {
+            if (st == P2P_OK) {
+                EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+            }
+        });
+    EXPECT_GT(k, 0u);
+}
+
+TEST(ApiNoMemory, EachAllocationOfCommCreateAndFirstMessage) {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    Buf b(2 * kMsg, 0x33);
+    p2p_mem_h mem = nullptr;
+    p2p_comm_h comm = nullptr;
+    unsigned k = fail_each_allocation(
+        [&] { return p2p_mem_register(ctx, b.data(), b.size(), &mem); },
+        [&](p2p_status_t) {});
+    EXPECT_GT(k, 0u);
+    k = fail_each_allocation([&] { return p2p_comm_create(ctx, bs, &comm); },
+                             [&](p2p_status_t) {});
+    EXPECT_GT(k, 0u);
+    // The first receive and send to ourselves make the endpoint and the
+    // operation records.
+    k = fail_each_allocation(
+        [&] { return p2p_comm_recv(comm, 0, 1, b.data() + kMsg, kMsg, mem, nullptr); },
+        [&](p2p_status_t st) {
+            size_t pend = 99;
+            EXPECT_EQ(P2P_OK, p2p_comm_pending(comm, P2P_QUEUE_RECV, &pend));
+            EXPECT_EQ(st == P2P_OK ? 1u : 0u, pend);
+        });
+    k = fail_each_allocation(
+        [&] { return p2p_comm_send(comm, 0, 1, b.data(), kMsg, mem, nullptr); },
+        [&](p2p_status_t) {});
+    p2p_completion_t c{};
+    size_t n = 0;
+    EXPECT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(1u, n);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(kMsg, c.bytes);
+    EXPECT_EQ(0, std::memcmp(b.data(), b.data() + kMsg, kMsg));
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
