@@ -3,13 +3,13 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/ucx_tls.h"
+#include "topo/dir_names.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
-#include <dirent.h>
 
 extern char **environ;
 
@@ -361,14 +361,7 @@ PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) 
         }
     }
     in.sysfs_root = kDefaultSysfsRoot;
-    if (DIR *d = opendir("/sys/class/net")) {
-        while (struct dirent *e = readdir(d)) {
-            if (e->d_name[0] != '.') {
-                in.netdevs.emplace_back(e->d_name);
-            }
-        }
-        closedir(d);
-    }
+    in.netdevs = dir_names("/sys/class/net");
     return in;
 }
 

@@ -1,11 +1,11 @@
 #include "topo/roce.h"
 
 #include "core/log.h"
+#include "topo/dir_names.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <dirent.h>
 #include <fstream>
 #include <sys/stat.h>
 
@@ -43,17 +43,7 @@ bool is_dir(const std::string &path) {
 
 /** Names in a directory (no dot entries); empty when unreadable. */
 std::vector<std::string> list_dir(const std::string &path) {
-    std::vector<std::string> names;
-    DIR *d = opendir(path.c_str());
-    if (d == nullptr) {
-        return names;
-    }
-    while (struct dirent *e = readdir(d)) {
-        if (e->d_name[0] != '.') {
-            names.emplace_back(e->d_name);
-        }
-    }
-    closedir(d);
+    std::vector<std::string> names = dir_names(path.c_str());
     std::sort(names.begin(), names.end());
     return names;
 }
