@@ -39,6 +39,7 @@ void fail_new_after(unsigned n) {
     t_fail = false;
     t_left = static_cast<long>(n);
 }
+bool fail_new_reached() { return t_fail; }
 void fail_new_everywhere(bool on) { g_fail.store(on); }
 
 } // namespace p2ptest

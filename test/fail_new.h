@@ -19,6 +19,9 @@ void fail_new_everywhere(bool on);
  *  until fail_new_in_this_thread(false): to fail each allocation of a call
  *  in turn (n = 0, 1, 2, ... until the call succeeds). */
 void fail_new_after(unsigned n);
+/** Whether fail_new_after's countdown ran out (an allocation failed, or
+ *  would have) in this thread since it was set. */
+bool fail_new_reached();
 
 } // namespace p2ptest
 

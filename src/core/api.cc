@@ -77,7 +77,7 @@ void destroy_mem(Registry<MemEntry>::Ref &ref) {
                 "operations at context destroy: left mapped",
                 reinterpret_cast<void *>(e.mem.base),
                 static_cast<long long>(e.mem.inflight));
-        new Registry<MemEntry>::Ref(std::move(ref));  // deliberately leaked
+        ref.leak();  // deliberately (allocates nothing: teardown must not fail)
         return;
     }
     ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
@@ -310,23 +310,24 @@ p2p_status_t p2p_context_destroy(p2p_context_h context) {
         if (!e) return P2P_ERR_INVALID_HANDLE;
         uint64_t id = e->id;
         // Communicators first (they cancel and drain their operations), then
-        // registrations, then the progress thread and UCX objects.
-        auto comms = g_comms.remove_if([id](CommEntry &c) { return c.comm->ctx_id() == id; });
-        if (!comms.empty()) {
-            P2P_LOG(P2P_LOG_INFO, "context: destroying %zu live communicators",
-                    comms.size());
-        }
+        // registrations, then the progress thread and UCX objects. Nothing
+        // here allocates: once the context is unregistered, it goes whole.
         // Shut each down here, not in ~Comm: a call still inside one (a
         // waiter in p2p_comm_wait) holds a reference, and its operations
         // must be canceled (the waiter woken) before their registrations go.
-        for (auto &c : comms) {
-            c->comm->shutdown();
+        size_t ncomms = 0;
+        g_comms.remove_each([id](CommEntry &c) { return c.comm->ctx_id() == id; },
+                            [&ncomms](Registry<CommEntry>::Ref &c) {
+                                c->comm->shutdown();
+                                ++ncomms;
+                            });
+        if (ncomms > 0) {
+            P2P_LOG(P2P_LOG_INFO, "context: destroyed %zu live communicators", ncomms);
         }
-        comms.clear();
-        auto mems = g_mems.remove_if([id](MemEntry &m) { return m.mem.ctx_id == id; });
-        for (auto &m : mems) {
-            destroy_mem(m);  // marks it dead under the worker lock
-        }
+        g_mems.remove_each([id](MemEntry &m) { return m.mem.ctx_id == id; },
+                           [](Registry<MemEntry>::Ref &m) {
+                               destroy_mem(m);  // marks it dead under the worker lock
+                           });
         e->ctx->stop_progress();
         return P2P_OK;
     });

@@ -79,6 +79,9 @@ public:
                 slot_ = nullptr;
             }
         }
+        /** Give this reference up without releasing it: the object is
+         *  never freed (for what something outside may still use). */
+        void leak() { slot_ = nullptr; }
 
     private:
         friend class Registry;
@@ -190,9 +193,10 @@ public:
         }
     }
 
-    /** Unregister every object for which pred(obj) is true; returns them. */
-    template <class Pred> std::vector<Ref> remove_if(Pred pred) {
-        std::vector<Ref> out;
+    /** Unregister every object for which pred(obj) is true, handing each
+     *  reference to f(Ref &) as it goes. Allocates nothing: teardown (a
+     *  context's destroy) must not fail half done for want of memory. */
+    template <class Pred, class F> void remove_each(Pred pred, F f) {
         for (uint32_t i = 0; i < capacity(); ++i) {
             Slot *s = slot_at(i);
             uint64_t id = s->id.load(std::memory_order_acquire);
@@ -200,9 +204,8 @@ public:
             Ref probe(this, s);
             if (s->id.load(std::memory_order_acquire) != id || !pred(*s->obj)) continue;
             Ref r = remove(id);
-            if (r) out.push_back(std::move(r));
+            if (r) f(r);
         }
-        return out;
     }
 
 private:

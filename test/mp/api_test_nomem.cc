@@ -29,6 +29,24 @@ struct NoMemory {
 
 constexpr size_t kMsg = 8;
 
+/** Wait for one successful kMsg-byte receive on comm. */
+void expect_one_message(p2p_comm_h comm) {
+    p2p_completion_t c{};
+    size_t n = 0;
+    EXPECT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
+    EXPECT_EQ(1u, n);
+    EXPECT_EQ(P2P_OK, c.status);
+    EXPECT_EQ(kMsg, c.bytes);
+}
+
+/** One kMsg-byte message to ourselves, from buf to buf + kMsg (both in
+ *  mem, registered on comm's context), tensor 1. */
+void message_to_self(p2p_comm_h comm, p2p_mem_h mem, uint8_t *buf) {
+    EXPECT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 1, buf + kMsg, kMsg, mem, nullptr));
+    EXPECT_EQ(P2P_OK, p2p_comm_send(comm, 0, 1, buf, kMsg, mem, nullptr));
+    expect_one_message(comm);
+}
+
 } // namespace
 
 TEST(ApiNoMemory, ContextCreate) {
@@ -59,13 +77,7 @@ TEST(ApiNoMemory, CommCreate) {
     Buf b(2 * kMsg, 0x5a);
     p2p_mem_h mem = nullptr;
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
-    EXPECT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 1, b.data() + kMsg, kMsg, mem, nullptr));
-    EXPECT_EQ(P2P_OK, p2p_comm_send(comm, 0, 1, b.data(), kMsg, mem, nullptr));
-    p2p_completion_t c{};
-    size_t n = 0;
-    EXPECT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
-    EXPECT_EQ(1u, n);
-    EXPECT_EQ(P2P_OK, c.status);
+    message_to_self(comm, mem, b.data());
     EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
@@ -318,15 +330,115 @@ TEST(ApiNoMemory, EachAllocationOfCommCreateAndFirstMessage) {
     k = fail_each_allocation(
         [&] { return p2p_comm_send(comm, 0, 1, b.data(), kMsg, mem, nullptr); },
         [&](p2p_status_t) {});
-    p2p_completion_t c{};
-    size_t n = 0;
-    EXPECT_EQ(P2P_OK, p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10000));
-    EXPECT_EQ(1u, n);
-    EXPECT_EQ(P2P_OK, c.status);
-    EXPECT_EQ(kMsg, c.bytes);
+    expect_one_message(comm);
     EXPECT_EQ(0, std::memcmp(b.data(), b.data() + kMsg, kMsg));
     EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
+namespace {
+
+/** A context, a single-rank communicator with a registration and one
+ *  message through it (endpoint, operation records and completions made),
+ *  and a receive left posted: what the teardown calls have to undo. */
+struct Used {
+    p2p_context_h ctx = nullptr;
+    p2p_bootstrap_h bs = nullptr;
+    p2p_comm_h comm = nullptr;
+    p2p_mem_h mem = nullptr;
+    Buf b{4 * kMsg};
+
+    Used() {
+        EXPECT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+        EXPECT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+        EXPECT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
+        EXPECT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), b.size(), &mem));
+        message_to_self(comm, mem, b.data());
+        EXPECT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 2, b.data() + 2 * kMsg, kMsg, mem, nullptr));
+    }
+};
+
+/** teardown(u) with its allocations failing from the k-th on, for k = 0,
+ *  1, ... until it makes fewer than k: it must succeed every time (the
+ *  release calls document no P2P_ERR_NO_MEMORY), and check(u) must hold
+ *  after. Returns how many allocations teardown makes. */
+template <class Teardown, class Check>
+unsigned teardown_without_memory(Teardown teardown, Check check) {
+    for (unsigned k = 0; k < 200; ++k) {
+        Used u;
+        p2ptest::fail_new_after(k);
+        const p2p_status_t st = teardown(u);
+        const bool reached = p2ptest::fail_new_reached();
+        p2ptest::fail_new_in_this_thread(false);
+        EXPECT_EQ(P2P_OK, st) << "with allocation " << k << " failing";
+        check(u);
+        if (u.comm != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_comm_destroy(u.comm));
+        }
+        if (u.mem != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(u.mem));
+        }
+        if (u.ctx != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_context_destroy(u.ctx));
+        }
+        EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(u.bs));
+        if (!reached) return k;
+    }
+    ADD_FAILURE() << "more than 200 allocations";
+    return 200;
+}
+
+} // namespace
+
+TEST(ApiNoMemory, CommShutdownAndDestroySucceedWithoutMemory) {
+    teardown_without_memory([](Used &u) { return p2p_comm_shutdown(u.comm); },
+                            [](Used &u) {
+                                // The receive left posted ended, once.
+                                p2p_completion_t c[2];
+                                size_t n = 0;
+                                EXPECT_EQ(P2P_OK, p2p_comm_poll(u.comm, P2P_QUEUE_RECV, c,
+                                                                2, &n));
+                                EXPECT_EQ(1u, n);
+                                if (n == 1) {
+                                    EXPECT_EQ(P2P_ERR_CANCELED, c[0].status);
+                                }
+                            });
+    teardown_without_memory(
+        [](Used &u) {
+            const p2p_status_t st = p2p_comm_destroy(u.comm);
+            if (st == P2P_OK) u.comm = nullptr;
+            return st;
+        },
+        [](Used &) {});
+}
+
+TEST(ApiNoMemory, DeregisterAndContextDestroySucceedWithoutMemory) {
+    teardown_without_memory(
+        [](Used &u) {
+            EXPECT_EQ(P2P_OK, p2p_comm_destroy(u.comm));
+            u.comm = nullptr;
+            const p2p_status_t st = p2p_mem_deregister(u.mem);
+            if (st == P2P_OK) u.mem = nullptr;
+            return st;
+        },
+        [](Used &) {});
+    // The context takes its communicator and registration with it.
+    teardown_without_memory(
+        [](Used &u) {
+            const p2p_status_t st = p2p_context_destroy(u.ctx);
+            if (st == P2P_OK) {
+                u.ctx = nullptr;
+            }
+            return st;
+        },
+        [](Used &u) {
+            if (u.ctx != nullptr) return;
+            size_t n = 0;
+            EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_comm_pending(u.comm, P2P_QUEUE_RECV, &n));
+            EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_deregister(u.mem));
+            u.comm = nullptr;
+            u.mem = nullptr;
+        });
 }
