@@ -358,6 +358,22 @@ struct Used {
         message_to_self(comm, mem, b.data());
         EXPECT_EQ(P2P_OK, p2p_comm_recv(comm, 0, 2, b.data() + 2 * kMsg, kMsg, mem, nullptr));
     }
+    /** Releases what is still held (a test sets a handle it released to
+     *  NULL). */
+    ~Used() {
+        if (comm != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
+        }
+        if (mem != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+        }
+        if (ctx != nullptr) {
+            EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+        }
+        EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    }
+    Used(const Used &) = delete;
+    Used &operator=(const Used &) = delete;
 };
 
 /** teardown(u) with its allocations failing from the k-th on, for k = 0,
@@ -374,16 +390,6 @@ unsigned teardown_without_memory(Teardown teardown, Check check) {
         p2ptest::fail_new_in_this_thread(false);
         EXPECT_EQ(P2P_OK, st) << "with allocation " << k << " failing";
         check(u);
-        if (u.comm != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_comm_destroy(u.comm));
-        }
-        if (u.mem != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_mem_deregister(u.mem));
-        }
-        if (u.ctx != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_context_destroy(u.ctx));
-        }
-        EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(u.bs));
         if (!reached) return k;
     }
     ADD_FAILURE() << "more than 200 allocations";
@@ -441,4 +447,49 @@ TEST(ApiNoMemory, DeregisterAndContextDestroySucceedWithoutMemory) {
             u.comm = nullptr;
             u.mem = nullptr;
         });
+}
+
+// The batch calls on a fresh communicator (first endpoint, first records),
+// and the completion calls, which have nothing to allocate.
+TEST(ApiNoMemory, EachAllocationOfBatchesAndCompletionCalls) {
+    Used u;
+    // A fresh communicator: its first batch makes the endpoint.
+    EXPECT_EQ(P2P_OK, p2p_comm_destroy(u.comm));
+    EXPECT_EQ(P2P_OK, p2p_comm_create(u.ctx, u.bs, &u.comm));
+    p2p_block_t recv[2] = {{0, 3, u.b.data() + 2 * kMsg, kMsg, u.mem, nullptr},
+                           {0, 4, u.b.data() + 3 * kMsg, kMsg, u.mem, nullptr}};
+    p2p_block_t send[2] = {{0, 3, u.b.data(), kMsg, u.mem, nullptr},
+                           {0, 4, u.b.data(), kMsg, u.mem, nullptr}};
+    p2p_completion_t c[4];
+    size_t n = 0;
+    size_t bad = 77;
+    const unsigned k = fail_each_allocation(
+                         [&] { return p2p_comm_recv_batch(u.comm, recv, 2, &bad); },
+                         [&](p2p_status_t st) {
+                             size_t pend = 99;
+                             EXPECT_EQ(P2P_OK, p2p_comm_pending(u.comm, P2P_QUEUE_RECV, &pend));
+                             EXPECT_EQ(st == P2P_OK ? 2u : 0u, pend) << "all or nothing";
+                         });
+    fail_each_allocation([&] { return p2p_comm_send_batch(u.comm, send, 2, &bad); },
+                         [&](p2p_status_t) {});
+    EXPECT_GT(k, 0u) << "the first batch allocated nothing";
+    EXPECT_EQ(77u, bad) << "no failure named a block";
+    // Nothing left to allocate for: these make no allocation at all.
+    p2ptest::fail_new_after(0);
+    size_t got = 0;
+    for (int i = 0; i < 2 && got < 2; ++i) {
+        EXPECT_EQ(P2P_OK, p2p_comm_wait(u.comm, P2P_QUEUE_RECV, c + got, 4 - got, &n, 10000));
+        got += n;
+    }
+    size_t pend = 99;
+    EXPECT_EQ(P2P_OK, p2p_comm_pending(u.comm, P2P_QUEUE_SEND, &pend));
+    EXPECT_EQ(P2P_OK, p2p_comm_poll(u.comm, P2P_QUEUE_SEND, c + 2, 2, &n));
+    EXPECT_EQ(P2P_OK, p2p_comm_signal(u.comm, P2P_QUEUE_SEND));
+    const bool allocated = p2ptest::fail_new_reached();
+    p2ptest::fail_new_in_this_thread(false);
+    EXPECT_FALSE(allocated) << "a completion call allocated";
+    EXPECT_EQ(2u, got);
+    for (size_t i = 0; i < got; ++i) {
+        EXPECT_EQ(P2P_OK, c[i].status);
+    }
 }
