@@ -19,7 +19,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <new>
 #include <string>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -418,7 +418,7 @@ TEST(Registry, SlotsAreRecycledButIdsAreNot) {
     EXPECT_EQ(2, *reg.get(second));
 }
 
-TEST(Registry, ForEachAndRemoveIfSeeEveryLiveObject) {
+TEST(Registry, ForEachAndRemoveEachSeeEveryLiveObject) {
     Tracked::live.store(0);
     {
         Registry<Tracked> reg;
@@ -428,12 +428,16 @@ TEST(Registry, ForEachAndRemoveIfSeeEveryLiveObject) {
         long sum = 0, n = 0;
         reg.for_each([&](Tracked &t) { sum += t.value; ++n; });
         EXPECT_EQ(2000, n);
-        auto odd = reg.remove_if([](Tracked &t) { return t.value % 2 != 0; });
+        size_t odd = 0;
+        reg.remove_each([](Tracked &t) { return t.value % 2 != 0; },
+                        [&](Registry<Tracked>::Ref &r) {
+                            EXPECT_NE(0, r->value % 2);
+                            EXPECT_FALSE(reg.get(ids[r->value])) << "handed over registered";
+                            ++odd;
+                        });
         size_t expect_odd = 0;
         for (int i = 0; i < 3000; ++i) expect_odd += (i % 3 != 0 && i % 2 != 0);
-        EXPECT_EQ(expect_odd, odd.size());
-        for (auto &r : odd) EXPECT_NE(0, r->value % 2);
-        odd.clear();
+        EXPECT_EQ(expect_odd, odd);
         for (int i = 0; i < 3000; ++i) {
             bool live = i % 3 != 0 && i % 2 == 0;
             EXPECT_EQ(live, static_cast<bool>(reg.get(ids[i]))) << i;
