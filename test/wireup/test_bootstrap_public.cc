@@ -7,11 +7,14 @@
  */
 #include "wireup_test_util.h"
 
+#include "../fail_new.h"
+
 #include <ucxp2p/p2p.h>
 
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -34,6 +37,13 @@ protected:
     wtest::EnvGuard guard_;
     const std::string token_ = "wireup-public-" + std::to_string(getpid());
 };
+
+/** Descriptors open in this process. */
+uint64_t open_fds() {
+    uint64_t n = 0;
+    for (int fd = 0; fd < 4096; ++fd) n += ::fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+    return n;
+}
 
 /** A handle value the calls must leave as it is when they fail. */
 p2p_bootstrap_h untouched() { return reinterpret_cast<p2p_bootstrap_h>(0x5eed); }
@@ -150,3 +160,34 @@ INSTANTIATE_TEST_SUITE_P(
         JobCase{"BarrierTimesOutWhenARankIsLate", Call::kBarrier, true, P2P_ERR_TIMEOUT},
         JobCase{"CommCreateTimesOutWhenARankIsLate", Call::kCommCreate, true, P2P_ERR_TIMEOUT}),
     [](const ::testing::TestParamInfo<JobCase> &i) { return std::string(i.param.name); });
+
+// A one-rank TCP job (rank 0 listens on MASTER_PORT) with each allocation
+// of p2p_bootstrap_create failing in turn: NO_MEMORY each time, and no
+// descriptor kept -- a listening socket left open would make the next try
+// fail to bind the same port.
+TEST_F(BootstrapPublic, EachAllocationOfTcpCreateFailsCleanly) {
+    set("RANK", "0");
+    set("WORLD_SIZE", "1");
+    set("MASTER_ADDR", "127.0.0.1");
+    set("MASTER_PORT", std::to_string(wtest::free_port_block(1)));
+    set("P2P_JOB_TOKEN", token_ + "-oom");
+    const uint64_t fds = open_fds();
+    p2p_bootstrap_h bs = untouched();
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    unsigned k = 0;
+    for (; k < 500 && st == P2P_ERR_NO_MEMORY; ++k) {
+        p2ptest::fail_new_after(k);
+        st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs);
+        p2ptest::fail_new_in_this_thread(false);
+        if (st != P2P_OK) {
+            EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "with allocation " << k << " failing";
+            EXPECT_EQ(untouched(), bs);
+            EXPECT_EQ(fds, open_fds()) << "with allocation " << k << " failing";
+        }
+    }
+    ASSERT_EQ(P2P_OK, st) << "after " << k << " tries";
+    EXPECT_GT(k, 1u) << "nothing was failed";
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_barrier(bs));
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(fds, open_fds());
+}
