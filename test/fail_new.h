@@ -23,6 +23,15 @@ void fail_new_after(unsigned n);
  *  would have) in this thread since it was set. */
 bool fail_new_reached();
 
+/** The calling thread's allocations fail for this object's scope. */
+class NoMemory {
+public:
+    NoMemory() { fail_new_in_this_thread(true); }
+    ~NoMemory() { fail_new_in_this_thread(false); }
+    NoMemory(const NoMemory &) = delete;
+    NoMemory &operator=(const NoMemory &) = delete;
+};
+
 } // namespace p2ptest
 
 #endif

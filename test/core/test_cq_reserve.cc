@@ -21,12 +21,6 @@ p2p_completion_t entry(uint32_t i) {
     return e;
 }
 
-/** Allocations of this thread fail for its scope. */
-struct NoMemory {
-    NoMemory() { p2ptest::fail_new_in_this_thread(true); }
-    ~NoMemory() { p2ptest::fail_new_in_this_thread(false); }
-};
-
 } // namespace
 
 TEST(CompletionQueueReserve, ReservedPushesAcrossSegmentsAllocateNothing) {
@@ -35,7 +29,7 @@ TEST(CompletionQueueReserve, ReservedPushesAcrossSegmentsAllocateNothing) {
     q.reserve(kN);
     q.add_pending(kN);
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         for (uint32_t i = 0; i < kN; ++i) {
             ASSERT_NO_THROW(q.push(entry(i))) << "push " << i << " allocated";
         }
@@ -54,20 +48,20 @@ TEST(CompletionQueueReserve, ImmediateEntriesNeedTheirOwnRoom) {
     q.add_pending(200);
     for (uint32_t i = 0; i < 100; ++i) {
         q.reserve(1);
-        NoMemory none;
+        p2ptest::NoMemory none;
         ASSERT_NO_THROW(q.push(entry(i), /*counted=*/false));
     }
-    NoMemory none;
+    p2ptest::NoMemory none;
     for (uint32_t i = 0; i < 200; ++i) ASSERT_NO_THROW(q.push(entry(100 + i)));
 }
 
 TEST(CompletionQueueReserve, ReserveFailsBeforeAnythingIsPosted) {
     CompletionQueue q;
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         EXPECT_THROW(q.reserve(129), std::bad_alloc);  // beyond the first segment
     }
     // Within the first segment nothing needs allocating, memory or not.
-    NoMemory none;
+    p2ptest::NoMemory none;
     EXPECT_NO_THROW(q.reserve(128));
 }

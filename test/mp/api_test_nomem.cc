@@ -8,7 +8,7 @@
  */
 #include "api_util.h"
 
-#include "../fail_new.h"
+#include "../fail_each.h"
 
 #include "../ucx_warnings.h"
 
@@ -17,15 +17,6 @@
 using namespace apitest;
 
 namespace {
-
-/** This thread's allocations fail for the scope. */
-struct NoMemory {
-    NoMemory() { p2ptest::fail_new_in_this_thread(true); }
-    ~NoMemory() { p2ptest::fail_new_in_this_thread(false); }
-    NoMemory(const NoMemory &) = delete;
-    NoMemory &operator=(const NoMemory &) = delete;
-};
-
 
 constexpr size_t kMsg = 8;
 
@@ -52,7 +43,7 @@ void message_to_self(p2p_comm_h comm, p2p_mem_h mem, uint8_t *buf) {
 TEST(ApiNoMemory, ContextCreate) {
     p2p_context_h ctx = bogus_handle<p2p_context_h>();
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_context_create(nullptr, &ctx));
     }
     EXPECT_EQ(bogus_handle<p2p_context_h>(), ctx) << "the handle was written";
@@ -67,7 +58,7 @@ TEST(ApiNoMemory, CommCreate) {
     ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
     p2p_comm_h comm = bogus_handle<p2p_comm_h>();
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_comm_create(ctx, bs, &comm));
     }
     EXPECT_EQ(bogus_handle<p2p_comm_h>(), comm) << "the handle was written";
@@ -97,7 +88,7 @@ TEST(ApiNoMemory, MemRegisterRegistersNothing) {
     Buf b(4096);
     p2p_mem_h mem = bogus_handle<p2p_mem_h>();
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_mem_register(ctx, b.data(), b.size(), &mem));
     }
     EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
@@ -174,7 +165,7 @@ protected:
     /** Post with allocations failing until one post reports NO_MEMORY;
      *  returns how many were accepted before it (0 when none failed). */
     template <class Post> size_t until_no_memory(Post post) {
-        NoMemory none;
+        p2ptest::NoMemory none;
         for (size_t i = 0; i + 1 < kSlots; ++i) {
             p2p_status_t st = post(i);
             if (st == P2P_ERR_NO_MEMORY) return i;
@@ -252,7 +243,7 @@ TEST_F(NoMemoryPosts, SendBatchWithoutMemorySendsNothing) {
     }
     size_t bad = 77;
     {
-        NoMemory none;
+        p2ptest::NoMemory none;
         EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_comm_send_batch(comm_, blocks.data(), kN, &bad));
     }
     EXPECT_EQ(77u, bad) << "no block is bad: the batch as a whole did not fit";
@@ -268,32 +259,9 @@ TEST_F(NoMemoryPosts, SendBatchWithoutMemorySendsNothing) {
     EXPECT_EQ(0u, wait_one(P2P_QUEUE_RECV).tensor_id);
 }
 
-namespace {
-
-/** call() with each of its allocations failing in turn (the first, then
- *  the second, ...), until it succeeds: every failure must be
- *  P2P_ERR_NO_MEMORY, and undo(st) runs after each try (it checks and
- *  cleans up). Returns how many tries failed. */
-template <class Call, class Undo> unsigned fail_each_allocation(Call call, Undo undo) {
-    unsigned k = 0;
-    for (; k < 500; ++k) {
-        p2ptest::fail_new_after(k);
-        const p2p_status_t st = call();
-        p2ptest::fail_new_in_this_thread(false);
-        undo(st);
-        if (st == P2P_OK) return k;
-        EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "with allocation " << k << " failing";
-        if (st != P2P_ERR_NO_MEMORY) return k;
-    }
-    ADD_FAILURE() << "still failing after " << k << " allocations";
-    return k;
-}
-
-} // namespace
-
 TEST(ApiNoMemory, EachAllocationOfContextCreate) {
     p2p_context_h ctx = nullptr;
-    const unsigned k = fail_each_allocation(
+    const unsigned k = p2ptest::fail_each_allocation(
         [&] { return p2p_context_create(nullptr, &ctx); },
         [&](p2p_status_t st) {
             if (st == P2P_OK) {
@@ -311,23 +279,23 @@ TEST(ApiNoMemory, EachAllocationOfCommCreateAndFirstMessage) {
     Buf b(2 * kMsg, 0x33);
     p2p_mem_h mem = nullptr;
     p2p_comm_h comm = nullptr;
-    unsigned k = fail_each_allocation(
+    unsigned k = p2ptest::fail_each_allocation(
         [&] { return p2p_mem_register(ctx, b.data(), b.size(), &mem); },
         [&](p2p_status_t) {});
     EXPECT_GT(k, 0u);
-    k = fail_each_allocation([&] { return p2p_comm_create(ctx, bs, &comm); },
+    k = p2ptest::fail_each_allocation([&] { return p2p_comm_create(ctx, bs, &comm); },
                              [&](p2p_status_t) {});
     EXPECT_GT(k, 0u);
     // The first receive and send to ourselves make the endpoint and the
     // operation records.
-    k = fail_each_allocation(
+    k = p2ptest::fail_each_allocation(
         [&] { return p2p_comm_recv(comm, 0, 1, b.data() + kMsg, kMsg, mem, nullptr); },
         [&](p2p_status_t st) {
             size_t pend = 99;
             EXPECT_EQ(P2P_OK, p2p_comm_pending(comm, P2P_QUEUE_RECV, &pend));
             EXPECT_EQ(st == P2P_OK ? 1u : 0u, pend);
         });
-    k = fail_each_allocation(
+    k = p2ptest::fail_each_allocation(
         [&] { return p2p_comm_send(comm, 0, 1, b.data(), kMsg, mem, nullptr); },
         [&](p2p_status_t) {});
     expect_one_message(comm);
@@ -463,14 +431,14 @@ TEST(ApiNoMemory, EachAllocationOfBatchesAndCompletionCalls) {
     p2p_completion_t c[4];
     size_t n = 0;
     size_t bad = 77;
-    const unsigned k = fail_each_allocation(
+    const unsigned k = p2ptest::fail_each_allocation(
                          [&] { return p2p_comm_recv_batch(u.comm, recv, 2, &bad); },
                          [&](p2p_status_t st) {
                              size_t pend = 99;
                              EXPECT_EQ(P2P_OK, p2p_comm_pending(u.comm, P2P_QUEUE_RECV, &pend));
                              EXPECT_EQ(st == P2P_OK ? 2u : 0u, pend) << "all or nothing";
                          });
-    fail_each_allocation([&] { return p2p_comm_send_batch(u.comm, send, 2, &bad); },
+    p2ptest::fail_each_allocation([&] { return p2p_comm_send_batch(u.comm, send, 2, &bad); },
                          [&](p2p_status_t) {});
     EXPECT_GT(k, 0u) << "the first batch allocated nothing";
     EXPECT_EQ(77u, bad) << "no failure named a block";

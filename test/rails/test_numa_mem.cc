@@ -11,7 +11,7 @@
 #include "core/rails.h"
 #include "topo/numa_mem.h"
 
-#include "../fail_new.h"
+#include "../fail_each.h"
 #include "../shell.h"
 #include "../ucx_warnings.h"
 
@@ -103,19 +103,16 @@ TEST_F(NumaMem, EachFailedAllocationLeavesNothing) {
     void *p = nullptr;
     p2p_mem_h mem = nullptr;
     p2p_status_t st = P2P_ERR_NO_MEMORY;
-    unsigned k = 0;
-    for (; k < 100 && st == P2P_ERR_NO_MEMORY; ++k) {
-        p2ptest::fail_new_after(k);
-        st = p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem);
-        p2ptest::fail_new_in_this_thread(false);
-        if (st != P2P_OK) {
-            EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "allocation " << k << " failed";
-            EXPECT_EQ(before, ucxp2p_memfds()) << "allocation " << k << " failed";
-            EXPECT_EQ(0u, ucxp2p::mem_registrations(ctx_)) << "allocation " << k << " failed";
-        }
-    }
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem); },
+        [&](p2p_status_t last) {
+            st = last;
+            if (st == P2P_OK) return;
+            EXPECT_EQ(before, ucxp2p_memfds()) << "an allocation failed";
+            EXPECT_EQ(0u, ucxp2p::mem_registrations(ctx_)) << "an allocation failed";
+        });
     ASSERT_EQ(P2P_OK, st) << "still failing after " << k << " allocations";
-    EXPECT_GE(k, 3u) << "fewer allocations than the call makes: nothing was failed";
+    EXPECT_GE(k, 2u) << "fewer allocations than the call makes: nothing was failed";
     EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
     p2ptest::UcxWarnings warnings;
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx_));

@@ -30,10 +30,7 @@ namespace {
 /** f() with every allocation of this thread failing (until f returns or
  *  throws: an exception escaping the API then fails the test cleanly). */
 template <class F> p2p_status_t without_memory(F &&f) {
-    struct Failing {
-        Failing() { p2ptest::fail_new_in_this_thread(true); }
-        ~Failing() { p2ptest::fail_new_in_this_thread(false); }
-    } failing;
+    p2ptest::NoMemory failing;
     return f();
 }
 

@@ -7,7 +7,7 @@
  */
 #include "wireup_test_util.h"
 
-#include "../fail_new.h"
+#include "../fail_each.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -174,19 +174,16 @@ TEST_F(BootstrapPublic, EachAllocationOfTcpCreateFailsCleanly) {
     const uint64_t fds = open_fds();
     p2p_bootstrap_h bs = untouched();
     p2p_status_t st = P2P_ERR_NO_MEMORY;
-    unsigned k = 0;
-    for (; k < 500 && st == P2P_ERR_NO_MEMORY; ++k) {
-        p2ptest::fail_new_after(k);
-        st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs);
-        p2ptest::fail_new_in_this_thread(false);
-        if (st != P2P_OK) {
-            EXPECT_EQ(P2P_ERR_NO_MEMORY, st) << "with allocation " << k << " failing";
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs); },
+        [&](p2p_status_t last) {
+            st = last;
+            if (st == P2P_OK) return;
             EXPECT_EQ(untouched(), bs);
-            EXPECT_EQ(fds, open_fds()) << "with allocation " << k << " failing";
-        }
-    }
-    ASSERT_EQ(P2P_OK, st) << "after " << k << " tries";
-    EXPECT_GT(k, 1u) << "nothing was failed";
+            EXPECT_EQ(fds, open_fds()) << "an allocation failed";
+        });
+    ASSERT_EQ(P2P_OK, st) << "after " << k << " failed tries";
+    EXPECT_GT(k, 0u) << "nothing was failed";
     EXPECT_EQ(P2P_OK, p2p_bootstrap_barrier(bs));
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
     EXPECT_EQ(fds, open_fds());
