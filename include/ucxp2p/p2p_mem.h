@@ -46,6 +46,9 @@ p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length, int numa_node,
  * Deregister and unmap memory from p2p_mem_alloc. address must be the
  * address it returned and mem its registration (or a registration already
  * released with p2p_mem_deregister; then only the memory is unmapped).
+ * Same-host receivers that mapped it to read this rank's messages unmap it
+ * when they next read from this rank through a mapping, or when their
+ * communicator is destroyed: the system gets the pages back then.
  * Errors: P2P_ERR_INVALID_PARAM (address not from p2p_mem_alloc, already
  * freed, or mem is another registration), P2P_ERR_BUSY (operations using
  * mem are in flight; nothing is released).

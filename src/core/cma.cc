@@ -1,6 +1,7 @@
 #include "core/cma.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/mem.h"
 #include "core/shm_region.h"
 #include "core/ucx_tls.h"
 
@@ -50,7 +51,7 @@ const EpochTable &epoch_table() {
         EpochTable t;
         auto *region = new shm::Region();  // process lifetime
         if (region->create(kEpochTableBytes, "ucxp2p-epochs")) {
-            t.slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots]();
+            t.slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots + 1]();
             t.region = region;
             t.fd = region->fd();
             t.ino = region->ino();
@@ -58,7 +59,7 @@ const EpochTable &epoch_table() {
             P2P_LOG(P2P_LOG_DEBUG, "cma: no memfd for the epoch table (%s)",
                     std::strerror(errno));
             delete region;
-            t.slots = new std::atomic<uint64_t>[kEpochSlots]();
+            t.slots = new std::atomic<uint64_t>[kEpochSlots + 1]();
         }
         return t;
     }();
@@ -206,6 +207,11 @@ void bump_epoch(uint32_t seq) {
     epoch_table().slots[seq % kEpochSlots].fetch_add(1, std::memory_order_seq_cst);
 }
 
+uint64_t regions_closed(const uint8_t *epoch_table) {
+    const uint64_t *w = reinterpret_cast<const uint64_t *>(epoch_table) + kClosedWord;
+    return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+
 namespace {
 
 ReadResult classify(int e, int *err) {
@@ -290,3 +296,7 @@ ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
 
 }  // namespace cma
 }  // namespace ucxp2p
+
+void ucxp2p::mem_region_closed() {
+    cma::epoch_table().slots[cma::kClosedWord].fetch_add(1, std::memory_order_seq_cst);
+}

@@ -134,9 +134,17 @@ constexpr uint32_t kWdoneBit = 0x80000000u;
 /** A fresh sequence number, unique in this process (31 bits, never 0). */
 uint32_t next_seq();
 
-/** The epoch table: kEpochSlots 64-bit words, in a memfd when possible. */
+/** The epoch table: kEpochSlots 64-bit words, in a memfd when possible,
+ *  then one more word: how many of this process' shareable regions (memfds
+ *  named to mem_register, core/mem.h) were closed. A receiver that mapped
+ *  some of them checks which are gone when it sees the count move
+ *  (shm::PeerMaps::drop_closed), so their memory is not kept alive. */
 constexpr size_t kEpochSlots = 4096;
-constexpr size_t kEpochTableBytes = kEpochSlots * sizeof(uint64_t);
+constexpr size_t kClosedWord = kEpochSlots;
+constexpr size_t kEpochTableBytes = (kEpochSlots + 1) * sizeof(uint64_t);
+
+/** The closed-regions count in a peer's mapped epoch table. */
+uint64_t regions_closed(const uint8_t *epoch_table);
 
 /** Fill the epoch fields of an RTS for send seq. */
 void stamp_epoch(Rts *rts, uint32_t seq);

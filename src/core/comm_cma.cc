@@ -121,6 +121,13 @@ cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
         rts.length <= rts.region_len - rts.region_off) {
         const uint8_t *epochs = p.maps.get(pid, p.epoch_fd, p.epoch_ino,
                                            cma::kEpochTableBytes);
+        if (epochs != nullptr) {
+            size_t n = p.maps.drop_closed(pid, cma::regions_closed(epochs), epochs);
+            if (n != 0) {
+                P2P_LOG(P2P_LOG_DEBUG, "comm %u: unmapped %zu region(s) rank %u "
+                        "freed (%zu mapped)", id_, n, src, p.maps.size());
+            }
+        }
         bool fresh = false;
         const uint8_t *base = epochs == nullptr ? nullptr
             : p.maps.get(pid, rts.region_fd, rts.region_ino, rts.region_len, &fresh);

@@ -58,6 +58,11 @@ struct Mem {
 p2p_status_t mem_register(p2p_context_h context, void *address, size_t length,
                           int shm_fd, uint64_t shm_ino, p2p_mem_h *mem_p);
 
+/** A memfd named to mem_register was closed (after its registration was
+ *  released): same-host peers that mapped it unmap it when they next read
+ *  from this process by mapping (core/cma.h, kClosedWord). */
+void mem_region_closed();
+
 /** How many registrations of context are alive (0 for an unknown context):
  *  for tests that check a failed call registered nothing. */
 size_t mem_registrations(p2p_context_h context);

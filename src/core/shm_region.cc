@@ -102,6 +102,28 @@ const uint8_t *PeerMaps::get(pid_t pid, int fd, uint64_t ino, uint64_t length,
     return static_cast<const uint8_t *>(p);
 }
 
+size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
+    if (closed == closed_seen_) return 0;
+    closed_seen_ = closed;
+    size_t dropped = 0;
+    for (size_t i = 0; i < maps_.size();) {
+        Map &m = maps_[i];
+        char path[64];
+        std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), m.fd);
+        struct stat sb;
+        if (m.ptr == keep ||
+            (stat(path, &sb) == 0 && static_cast<uint64_t>(sb.st_ino) == m.ino)) {
+            ++i;
+            continue;
+        }
+        munmap(const_cast<uint8_t *>(m.ptr), m.length);
+        m = maps_.back();
+        maps_.pop_back();
+        ++dropped;
+    }
+    return dropped;
+}
+
 void PeerMaps::clear() {
     for (Map &m : maps_) munmap(const_cast<uint8_t *>(m.ptr), m.length);
     maps_.clear();

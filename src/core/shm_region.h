@@ -76,6 +76,12 @@ public:
                        bool *fresh = nullptr);
     void clear();
     size_t size() const { return maps_.size(); }
+    /** The peer's count of closed regions (cma::regions_closed) is now
+     *  closed: when it moved since the last call, unmap every region whose
+     *  fd in the peer no longer is its memfd (freed there; our mapping
+     *  alone would keep its memory alive), except keep. Returns how many
+     *  were unmapped. */
+    size_t drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep);
 
     static constexpr size_t kMaxMaps = 64;
 
@@ -89,6 +95,7 @@ private:
     };
     std::vector<Map> maps_;
     uint64_t tick_ = 0;
+    uint64_t closed_seen_ = 0;
 };
 
 }  // namespace shm

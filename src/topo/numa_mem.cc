@@ -194,6 +194,8 @@ p2p_status_t mem_free(void *address, p2p_mem_h mem) {
     // INVALID_HANDLE: the user deregistered it already (or the context is
     // gone); the mapping is still ours to release.
     maps().erase(it);  // unmaps (and closes the memfd)
+    // After the close: a peer that sees the count move finds the fd gone.
+    ucxp2p::mem_region_closed();
     return P2P_OK;
 }
 

@@ -100,3 +100,44 @@ TEST(ShmRegion, MappedCopyChecksTheEpoch) {
               cma::copy_mapped(static_cast<uint8_t *>(src.data()), 100, dst.data(),
                                static_cast<uint8_t *>(epochs.data()), seq, 3));
 }
+
+// The owner closed some regions (p2p_mem_free): once its count of closed
+// regions moves, the receiver unmaps those whose fd no longer is theirs,
+// and keeps the live ones and the one it was told to keep.
+TEST(ShmRegion, PeerMapsDropRegionsTheOwnerClosed) {
+    shm::Region epochs, live, gone, reused;
+    ASSERT_TRUE(epochs.create(cma::kEpochTableBytes, "ucxp2p-test"));
+    ASSERT_TRUE(live.create(4096, "ucxp2p-test"));
+    ASSERT_TRUE(gone.create(4096, "ucxp2p-test"));
+    ASSERT_TRUE(reused.create(4096, "ucxp2p-test"));
+    shm::PeerMaps maps;
+    const uint8_t *keep = maps.get(getpid(), epochs.fd(), epochs.ino(), epochs.length());
+    ASSERT_NE(nullptr, keep);
+    ASSERT_NE(nullptr, maps.get(getpid(), live.fd(), live.ino(), live.length()));
+    ASSERT_NE(nullptr, maps.get(getpid(), gone.fd(), gone.ino(), gone.length()));
+    const int reused_fd = reused.fd();
+    const uint64_t reused_ino = reused.ino();
+    ASSERT_NE(nullptr, maps.get(getpid(), reused_fd, reused_ino, reused.length()));
+    EXPECT_EQ(4u, maps.size());
+    // Nothing closed yet: no check.
+    EXPECT_EQ(0u, maps.drop_closed(getpid(), 0, keep));
+    gone.reset();
+    reused.reset();
+    shm::Region other;  // takes the freed fd number (the lowest free one)
+    ASSERT_TRUE(other.create(4096, "ucxp2p-test"));
+    // The count has not moved: the receiver does not look (and keeps both).
+    EXPECT_EQ(0u, maps.drop_closed(getpid(), 0, keep));
+    EXPECT_EQ(4u, maps.size());
+    EXPECT_EQ(2u, maps.drop_closed(getpid(), 2, keep));
+    EXPECT_EQ(2u, maps.size());
+    bool fresh = true;
+    EXPECT_NE(nullptr, maps.get(getpid(), live.fd(), live.ino(), live.length(), &fresh));
+    EXPECT_FALSE(fresh);
+    EXPECT_EQ(keep, maps.get(getpid(), epochs.fd(), epochs.ino(), epochs.length(), &fresh));
+    EXPECT_FALSE(fresh);
+    // The keep pointer survives even when its fd is gone.
+    epochs.reset();
+    EXPECT_EQ(0u, maps.drop_closed(getpid(), 3, keep));
+    EXPECT_EQ(1u, maps.drop_closed(getpid(), 4, nullptr));
+    EXPECT_EQ(1u, maps.size());
+}

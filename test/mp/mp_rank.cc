@@ -18,6 +18,7 @@
  *   cma-split-wait        receiver shutdown waits for the sender's half
  *   cma-auto-order        a stream across the per-size path choice, in order
  *   depart [linger_s]     rank 0 leaves first, the others linger
+ *   cma-map-free [n [want]]  a receiver unmaps the regions its sender freed
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -152,7 +153,8 @@ int main(int argc, char **argv) {
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
-        {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer}};
+        {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
+        {"cma-map-free", mp::run_cma_map_free}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

@@ -32,9 +32,18 @@
  *       then rank 0 posts sends rank 1 never receives and shuts down: each
  *       must complete once (OK or P2P_ERR_CANCELED), the synchronous ones
  *       the choice makes included.
+ *   cma-map-free [n [want]]  rank 0 sends n (16) messages, each from its own
+ *       p2p_mem_alloc region, freed once the send completed and before the
+ *       next is allocated; rank 1 reads them through its mapping of each
+ *       region. After every receive rank 1 must map exactly one of rank
+ *       0's regions (the last), or p2p_mem_free would not give memory back
+ *       while a receiver kept mappings of it. want: 1, or 0 where single
+ *       copy is off (tcp): then none may be mapped.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
+
+#include <ucxp2p/p2p_mem.h>
 
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -46,6 +55,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 namespace mp {
@@ -350,6 +361,60 @@ void run_cma_auto_order(int argc, char **argv) {
         r.barrier();
     }
     say("cma-auto-order ok");
+    r.finish();
+}
+
+namespace {
+
+/** Read-only shared mappings here of another process' p2p_mem_alloc
+ *  regions (named "ucxp2p"; epoch tables are "ucxp2p-epochs", and this
+ *  process' own regions are mapped read-write). */
+size_t peer_region_maps() {
+    std::ifstream f("/proc/self/maps");
+    std::string line;
+    size_t n = 0;
+    while (std::getline(f, line)) {
+        if (line.find(" r--s ") != std::string::npos &&
+            line.find("/memfd:ucxp2p (deleted)") != std::string::npos) {
+            ++n;
+        }
+    }
+    return n;
+}
+
+} // namespace
+
+void run_cma_map_free(int argc, char **argv) {
+    const uint32_t n = argc > 0 ? static_cast<uint32_t>(std::strtoul(argv[0], nullptr, 10)) : 16;
+    // 1 where single copy applies (the test knows the transport), else 0.
+    const size_t want = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-map-free");
+    MP_CHECK(r.size() == 2, "cma-map-free needs 2 ranks");
+    constexpr size_t kLen = size_t(64) << 10;
+    RegBuf rbuf(r.ctx(), kLen, 0);
+    for (uint32_t k = 0; k < n; ++k) {
+        std::vector<Xfer> one = {{r.rank() == 0, 1 - r.rank(), k, kLen, 0}};
+        if (r.rank() == 0) {
+            void *p = nullptr;
+            p2p_mem_h mem = nullptr;
+            MP_OK(p2p_mem_alloc(r.ctx(), kLen, -1, &p, &mem));
+            fill_pattern(static_cast<uint8_t *>(p), kLen, 0, 1, k);
+            MP_OK(p2p_comm_send(r.comm(), 1, k, p, kLen, mem, ctx_of(0)));
+            collect(r.comm(), one, 60);  // single copy: after rank 1 read it
+            MP_OK(p2p_mem_free(p, mem));
+        } else {
+            MP_OK(p2p_comm_recv(r.comm(), 0, k, rbuf.data(), kLen, rbuf.mem(), ctx_of(0)));
+            collect(r.comm(), one, 60);
+            check_pattern(rbuf.data(), kLen, 0, 1, k, "cma-map-free");
+            const size_t maps = peer_region_maps();
+            MP_CHECK(maps == want, "after message %u, %zu of rank 0's regions are "
+                     "mapped here; want %zu (the %u freed before it must be unmapped)",
+                     k, maps, want, k);
+        }
+    }
+    r.barrier();
+    say("cma-map-free ok");
     r.finish();
 }
 

@@ -87,10 +87,6 @@ TEST_P(MpTest, Shutdown3Ranks) {
     expect_pass(s, "shutdown ok");
 }
 
-// Same-host single copy (src/core/cma.h) applies to the shm runs only:
-// UCX_TLS=tcp turns it off.
-bool single_copy(const Transport &t) { return !is_tcp(t); }
-
 TEST_P(MpTest, SingleCopyFallback2Ranks) {
     RunSpec s;
     s.args = {"cma-fallback"};
@@ -190,6 +186,14 @@ TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
     // The receives read the reused buffers through the mapping and found
     // the sender's epoch moved.
     EXPECT_GE(count(out, "-byte region of rank 0"), 1u) << out;
+}
+
+// A receiver's mapping of a sender's p2p_mem_alloc region would keep its
+// memory alive after p2p_mem_free: it must be unmapped once freed.
+TEST_P(MpTest, SingleCopyMappedRegionsFreedAreUnmapped2Ranks) {
+    RunSpec s;
+    s.args = {"cma-map-free", "16", single_copy(GetParam()) ? "1" : "0"};
+    expect_pass(s, "cma-map-free ok");
 }
 
 // P2P_CMA_THRESH=auto: a stream of 64 KiB messages on one tensor id starts

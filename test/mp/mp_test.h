@@ -44,6 +44,9 @@ const Transport kTcpSerial = {"tcp_serialized", {"UCX_TLS=tcp", "UCX_NET_DEVICES
                                                  "P2P_THREAD_MODE=serialized"}};
 
 inline bool is_tcp(const Transport &t) { return std::string(t.name).rfind("tcp", 0) == 0; }
+// Same-host single copy (src/core/cma.h) applies to the shm runs only:
+// UCX_TLS=tcp turns it off.
+inline bool single_copy(const Transport &t) { return !is_tcp(t); }
 inline bool is_serialized(const Transport &t) {
     return std::string(t.name).find("serialized") != std::string::npos;
 }
