@@ -19,6 +19,7 @@
  *   cma-auto-order        a stream across the per-size path choice, in order
  *   depart [linger_s]     rank 0 leaves first, the others linger
  *   cma-map-free [n [want]]  a receiver unmaps the regions its sender freed
+ *   soak [rounds [seed [max]]]  rounds of random mixed traffic, all pairs
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -154,7 +155,7 @@ int main(int argc, char **argv) {
         {"cma-split-wait", mp::run_cma_split_wait},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
-        {"cma-map-free", mp::run_cma_map_free}};
+        {"soak", mp::run_soak}, {"cma-map-free", mp::run_cma_map_free}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

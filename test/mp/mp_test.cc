@@ -49,6 +49,30 @@ TEST_P(MpTest, Shuffle4Ranks) {
     expect_pass(s, "shuffle ok");
 }
 
+// Random mixed traffic between all pairs (see mp_scen_soak.cc): every size
+// class and path at once, repeated tensor ids, batches, both kinds of memory.
+TEST_P(MpTest, Soak3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"soak", "20", "1", "16"};
+    expect_pass(s, "soak ok");
+}
+
+// The same with single copy from 16 KiB (2 KiB from p2p_mem_alloc memory)
+// and split copies from 4 KiB, so that most messages take those paths.
+TEST_P(MpTest, SoakSingleCopySmall3Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"soak", "20", "2", "16"};
+    s.env = {"P2P_CMA_THRESH=16384", "P2P_CMA_SPLIT=4096", "P2P_LOG_LEVEL=info"};
+    const std::string out = expect_pass(s, "soak ok");
+    // Rounds with p2p_mem_alloc memory send through receivers' mappings.
+    EXPECT_GE(count(out, "-byte region of rank"), 2u) << out;
+}
+
 TEST_P(MpTest, Batch2Ranks) {
     RunSpec s;
     s.ranks = 2;
