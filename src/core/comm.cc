@@ -523,6 +523,15 @@ void Comm::handle_failures() {
         // a multi-lane endpoint, a fragment it sent before the goodbye on
         // another lane could still be in flight and is cut off.)
         Peer &p = peers_[peer];
+        // Our mappings of its regions would keep their memory alive while
+        // this communicator lives, its process gone or done with us. (A
+        // request of it still unreceived maps again, or reads with
+        // process_vm_readv, or finds it gone.)
+        if (p.maps.size() != 0) {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: unmapping %zu region(s) of rank %u",
+                    id_, p.maps.size(), peer);
+            p.maps.clear();
+        }
         if (p.ep_error) {
             close_ep(&p.ep, true);
             close_ep(&p.parked_ep, true);

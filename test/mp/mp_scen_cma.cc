@@ -38,7 +38,8 @@
  *       region. After every receive rank 1 must map exactly one of rank
  *       0's regions (the last), or p2p_mem_free would not give memory back
  *       while a receiver kept mappings of it. want: 1, or 0 where single
- *       copy is off (tcp): then none may be mapped.
+ *       copy is off (tcp): then none may be mapped. Then rank 0 leaves:
+ *       within 10 s rank 1 must have unmapped its region and epoch table.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -369,13 +370,13 @@ namespace {
 /** Read-only shared mappings here of another process' p2p_mem_alloc
  *  regions (named "ucxp2p"; epoch tables are "ucxp2p-epochs", and this
  *  process' own regions are mapped read-write). */
-size_t peer_region_maps() {
+size_t peer_maps(const char *name = "/memfd:ucxp2p (deleted)") {
     std::ifstream f("/proc/self/maps");
     std::string line;
     size_t n = 0;
     while (std::getline(f, line)) {
         if (line.find(" r--s ") != std::string::npos &&
-            line.find("/memfd:ucxp2p (deleted)") != std::string::npos) {
+            line.find(name) != std::string::npos) {
             ++n;
         }
     }
@@ -407,13 +408,30 @@ void run_cma_map_free(int argc, char **argv) {
             MP_OK(p2p_comm_recv(r.comm(), 0, k, rbuf.data(), kLen, rbuf.mem(), ctx_of(0)));
             collect(r.comm(), one, 60);
             check_pattern(rbuf.data(), kLen, 0, 1, k, "cma-map-free");
-            const size_t maps = peer_region_maps();
+            const size_t maps = peer_maps();
             MP_CHECK(maps == want, "after message %u, %zu of rank 0's regions are "
                      "mapped here; want %zu (the %u freed before it must be unmapped)",
                      k, maps, want, k);
         }
     }
     r.barrier();
+    if (r.rank() == 0) {
+        say("cma-map-free ok");
+        r.finish();  // leaves: its goodbye reaches rank 1
+        return;
+    }
+    // Rank 0 is gone (or going): its region and epoch table must not stay
+    // mapped here, keeping its memory alive, until this communicator ends.
+    const auto t0 = Clock::now();
+    p2p_completion_t c;
+    size_t got = 0;
+    while (peer_maps() + peer_maps("/memfd:ucxp2p-epochs (deleted)") != 0) {
+        MP_CHECK(seconds_since(t0) < 10, "10 s after rank 0 left, %zu of its regions "
+                 "and %zu epoch tables are still mapped here", peer_maps(),
+                 peer_maps("/memfd:ucxp2p-epochs (deleted)"));
+        p2p_status_t st = p2p_comm_wait(r.comm(), P2P_QUEUE_RECV, &c, 1, &got, 10);
+        MP_CHECK(st == P2P_ERR_TIMEOUT, "wait with nothing posted returned %d", st);
+    }
     say("cma-map-free ok");
     r.finish();
 }
