@@ -248,9 +248,13 @@ Comm::~Comm() {
         return;
     }
     shutdown();  // says goodbye
-    // Close endpoints gracefully (flush: eager data already completed
-    // locally may still be on its way). A dead peer makes the flush fail
-    // within the keepalive bound, so the wait below is bounded.
+    // Close endpoints gracefully: flush first (eager data already completed
+    // locally may still be on its way; over tcp the flush ends when the
+    // peer acknowledged every byte), then close by force. UCX never frees
+    // an endpoint closed without force while its connection stays up (a
+    // tcp connection each way, per communicator, for the life of the
+    // process). A dead peer makes the flush fail within the keepalive
+    // bound, and force_close_flushed bounds it too.
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
         // From here on the context takes this id's notes, and says goodbye
@@ -267,12 +271,20 @@ Comm::~Comm() {
         }
         flushing_.clear();
         for (uint32_t r = 0; r < size_; ++r) {
-            close_ep(&peers_[r].ep, peers_[r].ep_error);
-            close_ep(&peers_[r].parked_ep, peers_[r].ep_error);
+            Peer &p = peers_[r];
+            if (p.ep_error) {
+                close_ep(&p.ep, true);
+                close_ep(&p.parked_ep, true);
+            } else {
+                force_close_flushed(&p.ep, r, false);
+                force_close_flushed(&p.parked_ep, r, false);
+            }
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
     bool closed = progress_until(*ctx_, [this] {
+        close_flushed();  // the flushed ones move to closing_
+        if (!flushing_.empty()) return false;
         for (auto it = closing_.begin(); it != closing_.end();) {
             if (ucp_request_check_status(*it) != UCS_INPROGRESS) {
                 ucp_request_free(*it);
@@ -285,12 +297,17 @@ Comm::~Comm() {
     }, deadline);
     if (!closed) {
         P2P_LOG(P2P_LOG_WARN, "comm %u: %zu endpoints did not close in time",
-                id_, closing_.size());
+                id_, closing_.size() + flushing_.size());
         // UCX may still call back once they do (a hello's flush, an error
         // handler): those callbacks find their refs detached, which the
         // context keeps until its worker is gone (16 bytes a peer), and
         // the closes free their own requests when they end.
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        for (Flushing &f : flushing_) {  // past their own deadline: not expected
+            ucp_request_free(f.flush);
+            close_ep(&f.ep, true);
+        }
+        flushing_.clear();
         for (void *req : closing_) ucp_request_free(req);
         closing_.clear();
         for (uint32_t r = 0; r < size_; ++r) refs_[r].comm = nullptr;

@@ -141,6 +141,12 @@ void Rank::destroy_comm() {
     comm_ = nullptr;
 }
 
+void Rank::renew_comm() {
+    if (comm_ != nullptr) destroy_comm();
+    MP_OK(p2p_comm_create(ctx_, bs_, &comm_));
+    MP_OK(p2p_comm_query(comm_, &info_));
+}
+
 void Rank::finish() {
     if (comm_ != nullptr) destroy_comm();
     MP_OK(p2p_bootstrap_destroy(bs_));

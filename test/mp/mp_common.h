@@ -90,6 +90,9 @@ public:
     void barrier();
     /** Destroy the communicator only (bootstrap and context stay). */
     void destroy_comm();
+    /** Destroy the communicator (unless destroy_comm did) and create a new
+     *  one on the same context and bootstrap (collective). */
+    void renew_comm();
     /** Destroy comm (unless destroy_comm did), bootstrap and context,
      *  failing on any error status. */
     void finish();

@@ -20,6 +20,7 @@
  *   depart [linger_s]     rank 0 leaves first, the others linger
  *   cma-map-free [n [want]]  a receiver unmaps the regions its sender freed
  *   soak [rounds [seed [max]]]  rounds of random mixed traffic, all pairs
+ *   comm-churn [n]        n communicators in turn: no descriptor may leak
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -155,7 +156,8 @@ int main(int argc, char **argv) {
         {"cma-split-wait", mp::run_cma_split_wait},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
-        {"soak", mp::run_soak}, {"cma-map-free", mp::run_cma_map_free}};
+        {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},
+        {"cma-map-free", mp::run_cma_map_free}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

@@ -21,6 +21,15 @@
  * buffers untouched; nothing pending after each round.
  *
  *   mp_rank soak [rounds [seed [max_msgs_per_pair]]]   (20, 1, 16)
+ *
+ * comm-churn: n (30) times, every rank creates a communicator, exchanges
+ * 8 B and 64 KiB with every rank and destroys it. The descriptors this
+ * process has open after the last must not exceed those after the third
+ * by more than 4: closed endpoints must not leave their connections
+ * behind (UCX keeps an endpoint closed without force, and its tcp
+ * connections, while the connection is up).
+ *
+ *   mp_rank comm-churn [n]
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -29,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <dirent.h>
 #include <cstring>
 #include <map>
 #include <random>
@@ -246,6 +256,45 @@ void run_soak(int argc, char **argv) {
     say("soak ok: %u rounds, %zu messages received (%zu batches posted, %.1f MB), "
         "p2p_mem_alloc send memory in %zu rounds, %.1f s",
         rounds, t.msgs, t.batches, t.bytes / 1e6, t.lib_rounds, s);
+}
+
+namespace {
+
+size_t open_fds() {
+    DIR *d = opendir("/proc/self/fd");
+    MP_CHECK(d != nullptr, "opendir /proc/self/fd: %s", std::strerror(errno));
+    size_t n = 0;
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+    return n;
+}
+
+} // namespace
+
+void run_comm_churn(int argc, char **argv) {
+    const uint32_t n = argc > 0 ? static_cast<uint32_t>(std::strtoul(argv[0], nullptr, 10)) : 30;
+    MP_CHECK(n >= 4, "comm-churn needs n >= 4");
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "comm-churn");
+    std::vector<uint32_t> peers;
+    for (uint32_t p = 0; p < r.size(); ++p) peers.push_back(p);
+    size_t third = 0;
+    ExchangeOptions opt;
+    for (uint32_t k = 0; k < n; ++k) {
+        if (k > 0) r.renew_comm();
+        exchange(r, peers, {8, size_t(64) << 10}, 10, opt);
+        if (k == 2) {
+            r.destroy_comm();
+            third = open_fds();
+        }
+    }
+    r.destroy_comm();
+    const size_t last = open_fds();
+    MP_CHECK(last <= third + 4, "%zu descriptors open after %u communicators were "
+             "created and destroyed, %zu after 3: they leak", last, n, third);
+    r.finish();
+    say("comm-churn ok: %zu descriptors open after 3 communicators, %zu after %u",
+        third, last, n);
 }
 
 } // namespace mp

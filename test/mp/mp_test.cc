@@ -73,6 +73,14 @@ TEST_P(MpTest, SoakSingleCopySmall3Ranks) {
     EXPECT_GE(count(out, "-byte region of rank"), 2u) << out;
 }
 
+// Communicators created, used and destroyed in turn leave nothing open.
+TEST_P(MpTest, CommChurn3Ranks) {
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"comm-churn", "30"};
+    expect_pass(s, "comm-churn ok");
+}
+
 TEST_P(MpTest, Batch2Ranks) {
     RunSpec s;
     s.ranks = 2;
