@@ -299,10 +299,13 @@ p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);
 
 /**
  * Shut down (as above) and free the communicator; completions not yet
- * popped are discarded. Its endpoints are closed gracefully; one that has
- * not closed within 2 x P2P_PEER_TIMEOUT_MS + 1 s (a peer that is stopped,
- * not dead) is left to UCX with a warning, and the call returns: nothing
- * UCX does with it later reaches this communicator.
+ * popped are discarded. Its endpoints are flushed (the peer has every byte
+ * sent to it), then closed by force, so their connections are released; an
+ * endpoint not flushed within P2P_PEER_TIMEOUT_MS (a peer that is stopped,
+ * not dead) is closed all the same with a warning, and one whose close has
+ * not ended within 2 x P2P_PEER_TIMEOUT_MS + 1 s is left to UCX with a
+ * warning, and the call returns: nothing UCX does with it later reaches
+ * this communicator.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
