@@ -505,6 +505,31 @@ private:
     CompletionQueue cq_[2];
 };
 
+/** Cancel the receives pred selects (worker lock held). Shutdown and
+ *  failure handling both use it. */
+template <class Pred> void Comm::cancel_receives(Pred pred) noexcept {
+    // Collected first: a cancellation runs the callback, which unlinks
+    // and recycles the Op while we walk the list.
+    std::vector<void *> reqs;
+    try {
+        for (Op *op = ops_; op != nullptr; op = op->next) {
+            if (pred(*op)) reqs.push_back(op->request);
+        }
+    } catch (const std::bad_alloc &) {
+        // Out of memory (this runs inside progress): one at a time, each
+        // op marked so a matched one that stays linked is not retried.
+        for (Op *op = ops_; op != nullptr; op = op->next) op->cancel_asked = false;
+        for (;;) {
+            Op *op = ops_;
+            while (op != nullptr && (op->cancel_asked || !pred(*op))) op = op->next;
+            if (op == nullptr) return;
+            op->cancel_asked = true;
+            ucp_request_cancel(ctx_->worker(), op->request);
+        }
+    }
+    for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
+}
+
 } // namespace ucxp2p
 
 #endif

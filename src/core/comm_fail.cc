@@ -1,0 +1,100 @@
+/*
+ * A peer that failed (UCX's error handler) or left (its goodbye): what the
+ * communicator does about it, once per peer, after the progress call that
+ * learnt it (Comm::handle_failures, a deferred hook of the context).
+ */
+#include "core/comm.h"
+#include "core/log.h"
+
+namespace ucxp2p {
+
+void Comm::on_peer_left(uint32_t peer) {
+    Peer &p = peers_[peer];
+    if (p.left) return;
+    p.left = true;
+    P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said goodbye", id_, peer);
+    // Park its endpoint: new posts naming it fail from now on.
+    if (!p.ep_error) {
+        p.parked_ep = p.ep;
+        p.ep = nullptr;
+    }
+    if (p.failed) return;  // its failure is handled already
+    p.failed = true;
+    failed_pending_.push_back(peer);
+    ctx_->request_deferred();  // handle_failures after this progress call
+}
+
+void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
+    Peer &p = peers_[peer];
+    if (p.ep_error) return;
+    p.ep_error = true;
+    p.failed = true;
+    // While shutting down, peers leaving first is expected, not a warning.
+    if (p.left) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: peer rank %u left (%s)", id_, peer,
+                ucs_status_string(st));
+    } else {
+        P2P_LOG(shut_.load() ? P2P_LOG_DEBUG : P2P_LOG_WARN,
+                "comm %u: peer rank %u failed: %s", id_, peer,
+                ucs_status_string(st));
+    }
+    failed_pending_.push_back(peer);
+    ctx_->request_deferred();  // handle_failures after this progress call
+}
+
+void Comm::cancel_waits_from(uint32_t peer) {
+    // Receives from a dead peer would wait forever: cancel them (their
+    // completion reports P2P_ERR_PEER_FAILURE). One already matched (its
+    // data arriving) is not in UCX's expected queue: cancel leaves it be.
+    cancel_receives([peer](const Op &op) {
+        return waits_on_receive(op) && op.entry.peer == peer;
+    });
+}
+
+bool Comm::ucx_sends_to(uint32_t peer) const {
+    for (const Op *op = ops_; op != nullptr; op = op->next) {
+        if (is_ucx_send(*op) && op->entry.peer == peer) return true;
+    }
+    return false;
+}
+
+void Comm::handle_failures() {
+    close_flushed();
+    say_hellos();
+    answer_late_hellos();
+    // By index, not by swapping the vector away: its capacity (2 entries
+    // per peer, reserved at create) is what lets the UCX callbacks that
+    // append to it never allocate.
+    for (size_t i = 0; i < failed_pending_.size(); ++i) {
+        const uint32_t peer = failed_pending_[i];
+        cancel_waits_from(peer);
+        Peer &p = peers_[peer];
+        // Our mappings of its regions would keep their memory alive while
+        // this communicator lives, its process gone or done with us. (A
+        // request of it still unreceived maps again, or reads with
+        // process_vm_readv, or finds it gone.)
+        if (p.maps.size() != 0) {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: unmapping %zu region(s) of rank %u",
+                    id_, p.maps.size(), peer);
+            p.maps.clear();
+        }
+        // A failed endpoint is closed by force: sends still queued on it
+        // fail now. One that said goodbye stays open (parked) while only
+        // its last messages may still be arriving, but not while sends to
+        // it wait in UCX: its drain answers those only if they reached it
+        // before it drained (an endpoint still being wired up may deliver
+        // later), so closing by force (once flushed: force_close_flushed)
+        // is what ends them. (The one cost: on
+        // a multi-lane endpoint, a fragment it sent before the goodbye on
+        // another lane could still be in flight and is cut off.)
+        if (p.ep_error) {
+            close_ep(&p.ep, true);
+            close_ep(&p.parked_ep, true);
+        } else if (ucx_sends_to(peer)) {
+            force_close_flushed(&p.parked_ep, peer, false);
+        }
+    }
+    failed_pending_.clear();
+}
+
+} // namespace ucxp2p
