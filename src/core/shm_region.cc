@@ -14,6 +14,14 @@ namespace shm {
 
 namespace {
 
+/** /proc/PID/fd/FD: the peer's descriptor, as this process may open or stat it. */
+struct FdPath {
+    char s[64];
+    FdPath(pid_t pid, int fd) {
+        std::snprintf(s, sizeof(s), "/proc/%d/fd/%d", static_cast<int>(pid), fd);
+    }
+};
+
 size_t page_round(size_t n) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     return (n + page - 1) / page * page;
@@ -70,9 +78,7 @@ const uint8_t *PeerMaps::get(pid_t pid, int fd, uint64_t ino, uint64_t length,
             return m.ptr;
         }
     }
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), fd);
-    int local = open(path, O_RDONLY | O_CLOEXEC);
+    int local = open(FdPath(pid, fd).s, O_RDONLY | O_CLOEXEC);
     if (local < 0) return nullptr;
     struct stat sb;
     if (fstat(local, &sb) != 0 || !S_ISREG(sb.st_mode) ||
@@ -108,11 +114,9 @@ size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
     size_t dropped = 0;
     for (size_t i = 0; i < maps_.size();) {
         Map &m = maps_[i];
-        char path[64];
-        std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", static_cast<int>(pid), m.fd);
         struct stat sb;
         if (m.ptr == keep ||
-            (stat(path, &sb) == 0 && static_cast<uint64_t>(sb.st_ino) == m.ino)) {
+            (stat(FdPath(pid, m.fd).s, &sb) == 0 && static_cast<uint64_t>(sb.st_ino) == m.ino)) {
             ++i;
             continue;
         }

@@ -157,11 +157,15 @@ void Rank::finish() {
 
 // ------------------------------------------------------------------ RegBuf
 
-RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill) : size_(bytes) {
+RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill, Alloc how)
+    : size_(bytes) {
     size_t alloc = (std::max<size_t>(bytes, 1) + 4095) & ~size_t(4095);
     void *p = nullptr;
-    const char *how = std::getenv("MP_ALLOC");
-    if (how != nullptr && std::strcmp(how, "lib") == 0) {
+    if (how == Alloc::env) {
+        const char *e = std::getenv("MP_ALLOC");
+        how = e != nullptr && std::strcmp(e, "lib") == 0 ? Alloc::lib : Alloc::heap;
+    }
+    if (how == Alloc::lib) {
         MP_OK(p2p_mem_alloc(ctx, alloc, -1, &p, &mem_));
         lib_mem_ = mem_;
         data_ = static_cast<uint8_t *>(p);
@@ -189,6 +193,17 @@ RegBuf::~RegBuf() {
 void RegBuf::release() {
     MP_OK(p2p_mem_deregister(mem_));
     mem_ = nullptr;
+}
+
+void RegBuf::free_now() {
+    if (lib_mem_ != nullptr) {
+        MP_OK(p2p_mem_free(data_, lib_mem_));
+        lib_mem_ = mem_ = nullptr;
+    } else {
+        if (mem_ != nullptr) release();
+        std::free(data_);
+    }
+    data_ = nullptr;
 }
 
 // ------------------------------------------------------------------ pop

@@ -104,11 +104,15 @@ private:
     p2p_comm_info_t info_{};
 };
 
-/** Page-aligned heap buffer registered with a context (RAII); with
- *  MP_ALLOC=lib in the environment, memory from p2p_mem_alloc instead. */
+/** Which memory a RegBuf is: env follows MP_ALLOC (lib: p2p_mem_alloc,
+ *  else heap). */
+enum class Alloc { env, heap, lib };
+
+/** Page-aligned heap buffer registered with a context (RAII), or memory
+ *  from p2p_mem_alloc (Alloc::lib, or MP_ALLOC=lib with Alloc::env). */
 class RegBuf {
 public:
-    RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill);
+    RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill, Alloc how = Alloc::env);
     ~RegBuf();
     RegBuf(const RegBuf &) = delete;
     RegBuf &operator=(const RegBuf &) = delete;
@@ -118,6 +122,9 @@ public:
     p2p_mem_h mem() const { return mem_; }
     /** Deregister now, failing unless P2P_OK. */
     void release();
+    /** Give the memory back now (p2p_mem_free, or deregister and free),
+     *  failing unless P2P_OK. */
+    void free_now();
 
 private:
     uint8_t *data_ = nullptr;

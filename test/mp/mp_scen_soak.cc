@@ -34,11 +34,10 @@
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
-#include <ucxp2p/p2p_mem.h>
+#include "../open_fds.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <dirent.h>
 #include <cstring>
 #include <map>
 #include <random>
@@ -81,41 +80,6 @@ std::vector<Msg> plan(uint32_t seed, uint32_t round, uint32_t src, uint32_t dst,
     return v;
 }
 
-/** Registered memory of either kind, released at the end of the round. */
-class Arena {
-public:
-    Arena(p2p_context_h ctx, size_t bytes, bool lib, uint8_t fill)
-        : lib_(lib), size_(std::max<size_t>(bytes, 1)) {
-        void *p = nullptr;
-        if (lib_) {
-            MP_OK(p2p_mem_alloc(ctx, size_, -1, &p, &mem_));
-        } else {
-            MP_CHECK(posix_memalign(&p, 64, size_) == 0, "out of memory (%zu B)", size_);
-            MP_OK(p2p_mem_register(ctx, p, size_, &mem_));
-        }
-        data_ = static_cast<uint8_t *>(p);
-        std::memset(data_, fill, size_);
-    }
-    ~Arena() {
-        if (lib_) {
-            MP_OK(p2p_mem_free(data_, mem_));
-        } else {
-            MP_OK(p2p_mem_deregister(mem_));
-            std::free(data_);
-        }
-    }
-    Arena(const Arena &) = delete;
-    Arena &operator=(const Arena &) = delete;
-    uint8_t *data() const { return data_; }
-    p2p_mem_h mem() const { return mem_; }
-
-private:
-    bool lib_;
-    size_t size_;
-    uint8_t *data_ = nullptr;
-    p2p_mem_h mem_ = nullptr;
-};
-
 struct Op {
     Xfer x;        // x.len: the message's length
     size_t post_len;
@@ -129,11 +93,11 @@ struct Totals {
 /** Post ops[order[i]] for i in [from, to) as one batch of one kind. */
 void post_batch(p2p_comm_h comm, const std::vector<Op> &ops,
                 const std::vector<size_t> &order, size_t from, size_t to,
-                const Arena &sa, const Arena &ra) {
+                const RegBuf &sa, const RegBuf &ra) {
     std::vector<p2p_block_t> b;
     for (size_t i = from; i < to; ++i) {
         const Op &o = ops[order[i]];
-        const Arena &a = o.x.is_send ? sa : ra;
+        const RegBuf &a = o.x.is_send ? sa : ra;
         b.push_back({o.x.peer, o.x.tid, a.data() + o.x.off, o.post_len, a.mem(),
                      ctx_of(order[i])});
     }
@@ -166,8 +130,8 @@ void soak_round(Rank &r, uint32_t seed, uint32_t round, uint32_t max_msgs,
     }
     const bool lib = rng() % 2 == 0;
     t->lib_rounds += lib ? 1 : 0;
-    Arena sa(r.ctx(), soff, lib, 0);
-    Arena ra(r.ctx(), roff, rng() % 2 == 0, kGuard);
+    RegBuf sa(r.ctx(), soff, 0, lib ? Alloc::lib : Alloc::heap);
+    RegBuf ra(r.ctx(), roff, kGuard, rng() % 2 == 0 ? Alloc::lib : Alloc::heap);
     for (const Op &o : ops) {
         if (o.x.is_send) {
             fill_pattern(sa.data() + o.x.off, o.x.len, me, o.x.peer, o.seq);
@@ -234,6 +198,8 @@ void soak_round(Rank &r, uint32_t seed, uint32_t round, uint32_t max_msgs,
         t->msgs += 1;
         t->bytes += o.x.len;
     }
+    sa.free_now();  // the next round allocates anew
+    ra.free_now();
 }
 
 } // namespace
@@ -258,19 +224,6 @@ void run_soak(int argc, char **argv) {
         rounds, t.msgs, t.batches, t.bytes / 1e6, t.lib_rounds, s);
 }
 
-namespace {
-
-size_t open_fds() {
-    DIR *d = opendir("/proc/self/fd");
-    MP_CHECK(d != nullptr, "opendir /proc/self/fd: %s", std::strerror(errno));
-    size_t n = 0;
-    while (readdir(d) != nullptr) ++n;
-    closedir(d);
-    return n;
-}
-
-} // namespace
-
 void run_comm_churn(int argc, char **argv) {
     const uint32_t n = argc > 0 ? static_cast<uint32_t>(std::strtoul(argv[0], nullptr, 10)) : 30;
     MP_CHECK(n >= 4, "comm-churn needs n >= 4");
@@ -278,22 +231,23 @@ void run_comm_churn(int argc, char **argv) {
     set_identity(static_cast<int>(r.rank()), "comm-churn");
     std::vector<uint32_t> peers;
     for (uint32_t p = 0; p < r.size(); ++p) peers.push_back(p);
-    size_t third = 0;
+    int third = 0;
     ExchangeOptions opt;
     for (uint32_t k = 0; k < n; ++k) {
         if (k > 0) r.renew_comm();
         exchange(r, peers, {8, size_t(64) << 10}, 10, opt);
         if (k == 2) {
             r.destroy_comm();
-            third = open_fds();
+            third = p2ptest::open_fds();
+            MP_CHECK(third >= 0, "cannot list /proc/self/fd");
         }
     }
     r.destroy_comm();
-    const size_t last = open_fds();
-    MP_CHECK(last <= third + 4, "%zu descriptors open after %u communicators were "
-             "created and destroyed, %zu after 3: they leak", last, n, third);
+    const int last = p2ptest::open_fds();
+    MP_CHECK(last <= third + 4, "%d descriptors open after %u communicators were "
+             "created and destroyed, %d after 3: they leak", last, n, third);
     r.finish();
-    say("comm-churn ok: %zu descriptors open after 3 communicators, %zu after %u",
+    say("comm-churn ok: %d descriptors open after 3 communicators, %d after %u",
         third, last, n);
 }
 

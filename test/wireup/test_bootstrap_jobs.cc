@@ -6,10 +6,10 @@
  */
 #include "wireup/bootstrap.h"
 #include "wireup_test_util.h"
+#include "../open_fds.h"
 
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -141,13 +141,7 @@ TEST_F(BootstrapJobs, MasterAddrSpellingDoesNotMatter) {
  *  descriptors (new ones take the lowest free numbers, which must be below
  *  the limit); hard_too: the hard limit is lowered as well. */
 int rank0_with_few_fds(int room, bool hard_too, uint32_t n) {
-    int open = -1;  // not the directory's own
-    if (DIR *d = ::opendir("/proc/self/fd")) {
-        while (const dirent *e = ::readdir(d)) {
-            open += e->d_name[0] != '.' ? 1 : 0;
-        }
-        ::closedir(d);
-    }
+    const int open = p2ptest::open_fds();
     rlimit rl;
     CHILD_CHECK(open >= 3 && ::getrlimit(RLIMIT_NOFILE, &rl) == 0);
     rl.rlim_cur = static_cast<rlim_t>(open + room);
