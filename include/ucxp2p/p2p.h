@@ -316,13 +316,22 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * Register [address, address + length) with UCX (ucp_mem_map).
  * Host memory (pageable, or pinned with cudaMallocHost) and CUDA managed
  * memory (cudaMallocManaged) always work. CUDA device memory (cudaMalloc)
- * only where UCX was built with CUDA (`ucx_info -d` lists cuda transports;
- * Debian's UCX is not): UCX then moves it, and same-host single copy is off
- * in that context's communicators. Where the process has loaded the CUDA
- * driver, the address is checked with cuPointerGetAttribute.
+ * is moved by UCX where UCX was built with CUDA (`ucx_info -d` lists cuda
+ * transports), and same-host single copy is off in that context's
+ * communicators. With a UCX without CUDA (Debian's), the registration gets
+ * a host copy of the same size (page-locked where the driver allows) that
+ * UCX moves instead: a send's bytes are copied from the device when it is
+ * posted, a receive's to the device before its completion is queued
+ * (synchronous cuMemcpy calls in the memory's CUDA context). The device
+ * data must be ready when the send is posted, as with any UCX.
+ * P2P_CUDA_STAGING=off refuses device memory there instead. Where the
+ * process has loaded the CUDA driver, the address is checked with
+ * cuPointerGetAttribute.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
- * mem_p, zero length), P2P_ERR_UNSUPPORTED (CUDA device memory and a UCX
- * without CUDA; logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY.
+ * mem_p, zero length), P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
+ * without CUDA and P2P_CUDA_STAGING=off, or no CUDA context for it;
+ * logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY (also: no
+ * host memory for the copy of device memory).
  */
 p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
                               size_t length, p2p_mem_h *mem_p);
@@ -349,8 +358,9 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
  * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
  * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead),
- * P2P_ERR_TRANSPORT (the endpoint to peer could not be created),
- * P2P_ERR_NO_MEMORY.
+ * P2P_ERR_TRANSPORT (the endpoint to peer could not be created, or the
+ * copy from staged device memory failed: see p2p_mem_register; nothing
+ * was posted), P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
                            const void *buffer, size_t length, p2p_mem_h mem,
@@ -359,7 +369,9 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
 /**
  * Post a receive of at most length bytes from peer with tensor_id.
  * A longer message completes with P2P_ERR_TRUNCATED and nothing is written
- * past buffer + length. Errors: as p2p_comm_send.
+ * past buffer + length. Into staged device memory (p2p_mem_register), a
+ * failed copy to the device completes the receive with P2P_ERR_TRANSPORT.
+ * Errors: as p2p_comm_send.
  */
 p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
                            void *buffer, size_t length, p2p_mem_h mem,

@@ -308,6 +308,13 @@ private:
      *  goes on as a posted operation, *kick as in post_locked. False when
      *  the message has not arrived: nothing was done. Worker lock held. */
     bool recv_now(const PostItem &it, bool *kick);
+    /** recv_now's receive into staged device memory landed (bytes in its
+     *  host copy): copy them to the device and queue the completion, the
+     *  copy's failure if it failed. Worker lock held. */
+    void landed_staged(const PostItem &it, size_t bytes);
+    /** finish() of an operation on staged device memory: a receive's
+     *  bytes go to the device (core/staging.h); the status to report. */
+    p2p_status_t staged_done(const Op *op, p2p_status_t ps, size_t bytes);
     /** Whether recv_now should look: a probe that finds nothing costs
      *  ~40-80 instructions, so where receives go up ahead of their messages
      *  (a pre-posted window) only every kProbeEvery-th post looks, until one
@@ -396,6 +403,9 @@ private:
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
     void finish(Op *op, p2p_status_t ps, size_t bytes) {
+        if (__builtin_expect(op->mem->shadow != nullptr, 0)) {
+            ps = staged_done(op, ps, bytes);
+        }
         if (op->request != nullptr) {
             unlink(op);
             op->request = nullptr;

@@ -28,6 +28,28 @@ bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
                             user_mask(peer), 0, &info) != nullptr;
 }
 
+// Staged device memory (core/staging.h), out of line: host memory's
+// per-message path pays only the test of Mem::shadow.
+__attribute__((noinline, cold)) p2p_status_t Comm::staged_done(const Op *op, p2p_status_t ps,
+                                                               size_t bytes) {
+    if (op->is_send || ps != P2P_OK) return ps;
+    return op->mem->shadow->push(op->buffer, bytes);
+}
+
+__attribute__((noinline, cold)) void Comm::landed_staged(const PostItem &it, size_t bytes) {
+    const p2p_status_t st = it.mem->shadow->push(it.buffer, bytes);
+    if (st == P2P_OK) {
+        queue_done(P2P_QUEUE_RECV, it, bytes, /*counted=*/false);
+        return;
+    }
+    p2p_completion_t e{};
+    e.user_context = it.user_context;
+    e.peer = it.peer;
+    e.tensor_id = it.tensor_id;
+    e.status = st;
+    cq_[P2P_QUEUE_RECV].push(e, /*counted=*/false);
+}
+
 p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
                         size_t *bad_index_p) {
     if (count == 0) {
@@ -137,7 +159,11 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     if (r == nullptr && data) {
         // Received inside the call (UCS_OK; 1.13 fills no recv_info there,
         // the probe did). The spare Op was not touched: it stays fresh.
-        queue_done(P2P_QUEUE_RECV, it, info.length, /*counted=*/false);
+        if (__builtin_expect(it.mem->shadow != nullptr, 0)) {
+            landed_staged(it, info.length);
+        } else {
+            queue_done(P2P_QUEUE_RECV, it, info.length, /*counted=*/false);
+        }
         return true;
     }
     // The rest of post_one's work for a receive UCX matched in the call.

@@ -111,6 +111,14 @@ const ConfigVar kTable[] = {
     {"P2P_HERRING_SYSFS_ROOT", "/sys/class/infiniband",
      "herring shim: where herringP2PGetRDMADevices lists RDMA devices "
      "(tests point it at a fake tree)."},
+    {"P2P_CUDA_STAGING", "on",
+     "CUDA device memory (cudaMalloc) where UCX cannot move it (built "
+     "without CUDA, as Debian's): on registers it with a host copy of the "
+     "same size, copied from the device when a send is posted and to the "
+     "device before a receive completes (cuMemcpy, page-locked when the "
+     "driver allows); off refuses such registrations "
+     "(P2P_ERR_UNSUPPORTED). A UCX built with CUDA moves device memory "
+     "itself either way."},
     {"P2P_CMA", "auto",
      "Single-copy transfers between ranks on one host (process_vm_readv "
      "under a ucxp2p rendezvous; UCX endpoints keep peer error handling): "

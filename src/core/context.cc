@@ -45,6 +45,17 @@ template <class E> int enum_bits(const E &field) {
     return v;
 }
 
+/** An on/off variable: *out, or P2P_ERR_INVALID_PARAM (logged). */
+p2p_status_t env_on_off(const char *name, bool *out) {
+    const std::string v = config_get(name);
+    if (v != "on" && v != "off") {
+        P2P_LOG(P2P_LOG_ERROR, "context: %s='%s' is not on or off", name, v.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    *out = v == "on";
+    return P2P_OK;
+}
+
 } // namespace
 
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
@@ -93,13 +104,9 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         s.local_rank = config->local_rank;
         s.local_size = config->local_size;
     }
-    const std::string bias = config_get("P2P_LOCK_BIAS");
-    if (bias == "on" || bias == "off") {
-        s.lock_bias = bias == "on";
-    } else {
-        P2P_LOG(P2P_LOG_ERROR, "context: P2P_LOCK_BIAS='%s' is not on or off",
-                bias.c_str());
-        return P2P_ERR_INVALID_PARAM;
+    if ((st = env_on_off("P2P_LOCK_BIAS", &s.lock_bias)) != P2P_OK ||
+        (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK) {
+        return st;
     }
     uint64_t v;
     if (mask & P2P_CONFIG_FIELD_SPIN_US) {

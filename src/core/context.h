@@ -29,6 +29,7 @@ struct ContextSettings {
     p2p_log_level_t log_level;
     p2p_thread_mode_t thread_mode = P2P_THREAD_MULTI;
     bool lock_bias = true;  // P2P_LOCK_BIAS (multi thread mode only)
+    bool cuda_staging = true;  // P2P_CUDA_STAGING (core/staging.h)
     bool has_local_rank = false;  // P2P_CONFIG_FIELD_LOCAL_RANK
     uint32_t local_rank = 0, local_size = 1;
 };

@@ -11,11 +11,14 @@
 #ifndef UCXP2P_CORE_MEM_H
 #define UCXP2P_CORE_MEM_H
 
+#include "core/staging.h"
+
 #include <ucp/api/ucp.h>
 #include <ucxp2p/p2p.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace ucxp2p {
 
@@ -32,6 +35,9 @@ struct Mem {
     uint64_t shm_ino = 0;
     int64_t inflight = 0;   // worker lock held
     bool dead = false;      // worker lock held
+    // Device memory UCX cannot move: UCX maps and moves this host copy
+    // (core/staging.h); base and length stay the device range.
+    std::unique_ptr<memtype::Shadow> shadow;
 
     /** True when [p, p + len) lies inside the registration. */
     bool contains(const void *p, size_t len) const {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <dlfcn.h>
+#include <mutex>
 
 #ifdef HAVE_CUDA
 #include <cuda.h>
@@ -22,45 +23,71 @@ namespace memtype {
 
 namespace {
 
-constexpr int kAttrMemoryType = 2;  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-constexpr int kAttrIsManaged = 8;   // CU_POINTER_ATTRIBUTE_IS_MANAGED
-constexpr unsigned kTypeHost = 1;   // CU_MEMORYTYPE_HOST
-constexpr int kSuccess = 0;         // CUDA_SUCCESS
+constexpr int kSuccess = 0;  // CUDA_SUCCESS
 
 #ifdef HAVE_CUDA
+static_assert(kAttrContext == CU_POINTER_ATTRIBUTE_CONTEXT, "cuda.h");
 static_assert(kAttrMemoryType == CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "cuda.h");
 static_assert(kAttrIsManaged == CU_POINTER_ATTRIBUTE_IS_MANAGED, "cuda.h");
 static_assert(kTypeHost == CU_MEMORYTYPE_HOST, "cuda.h");
+static_assert(kTypeDevice == CU_MEMORYTYPE_DEVICE, "cuda.h");
 static_assert(kSuccess == CUDA_SUCCESS, "cuda.h");
 #endif
 
-// CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
-//                                CUdeviceptr ptr)
-using GetAttrFn = int (*)(void *, int, unsigned long long);
+/** Bind every call of Driver in h; false if one is missing. The _v2 names
+ *  are the ones cuda.h's macros call (the unsuffixed symbols are the old
+ *  32-bit ABI). */
+bool bind(void *h, Driver *d) {
+    struct Sym {
+        const char *name;
+        void **slot;
+    };
+    const Sym syms[] = {
+        {"cuPointerGetAttribute", reinterpret_cast<void **>(&d->get_attr)},
+        {"cuCtxPushCurrent_v2", reinterpret_cast<void **>(&d->ctx_push)},
+        {"cuCtxPopCurrent_v2", reinterpret_cast<void **>(&d->ctx_pop)},
+        {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&d->copy_dtoh)},
+        {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&d->copy_htod)},
+        {"cuMemHostRegister_v2", reinterpret_cast<void **>(&d->host_register)},
+        {"cuMemHostUnregister", reinterpret_cast<void **>(&d->host_unregister)},
+    };
+    for (const Sym &s : syms) {
+        *s.slot = dlsym(h, s.name);
+        if (*s.slot == nullptr) {
+            P2P_LOG(P2P_LOG_WARN, "mem: the CUDA driver has no %s: device "
+                    "memory is treated as host memory", s.name);
+            return false;
+        }
+    }
+    return true;
+}
 
-/** The driver's cuPointerGetAttribute once the process has loaded the
- *  driver; nullptr before. Looked up again on each call until found: an
- *  application may start CUDA after its first registration. */
-GetAttrFn driver_get_attr() {
-    static std::atomic<GetAttrFn> cached{nullptr};
-    GetAttrFn fn = cached.load(std::memory_order_acquire);
-    if (fn != nullptr) return fn;
+std::atomic<const Driver *> g_test_driver{nullptr};
+
+/** The real driver once loaded. Looked up again on each call until found:
+ *  an application may start CUDA after its first registration. */
+const Driver *real_driver() {
+    static Driver bound;
+    static std::atomic<const Driver *> cached{nullptr};
+    static std::mutex mu;
+    const Driver *d = cached.load(std::memory_order_acquire);
+    if (d != nullptr) return d;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (h == nullptr) return nullptr;  // not loaded: no device memory here
-    // Kept open: the driver stays loaded for the process' life anyway.
-    fn = reinterpret_cast<GetAttrFn>(dlsym(h, "cuPointerGetAttribute"));
-    if (fn == nullptr) {
-        dlclose(h);
-        return nullptr;
-    }
-    GetAttrFn expected = nullptr;
-    if (cached.compare_exchange_strong(expected, fn, std::memory_order_acq_rel)) {
+    std::lock_guard<std::mutex> lock(mu);
+    if ((d = cached.load(std::memory_order_acquire)) == nullptr) {
+        // Kept open: the driver stays loaded for the process' life anyway.
+        if (!bind(h, &bound)) {
+            dlclose(h);
+            return nullptr;
+        }
+        cached.store(&bound, std::memory_order_release);
         P2P_LOG(P2P_LOG_DEBUG, "mem: CUDA driver loaded: registrations are "
                 "checked for device memory");
-    } else {
-        dlclose(h);  // another thread cached it (one reference is enough)
+        return &bound;
     }
-    return fn;
+    dlclose(h);  // another thread bound it (one reference is enough)
+    return d;
 }
 
 } // namespace
@@ -74,26 +101,35 @@ const char *kind_name(Kind k) {
     return "?";
 }
 
+const Driver *driver() {
+    const Driver *t = g_test_driver.load(std::memory_order_acquire);
+    return t != nullptr ? t : real_driver();
+}
+
+void set_driver_for_test(const Driver *d) {
+    g_test_driver.store(d, std::memory_order_release);
+}
+
 Kind classify(const void *addr) {
-    GetAttrFn get = driver_get_attr();
-    if (get == nullptr || addr == nullptr) return Kind::HOST;
+    const Driver *drv = driver();
+    if (drv == nullptr || addr == nullptr) return Kind::HOST;
     const auto ptr = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(addr));
     unsigned type = 0;
     // Fails for memory CUDA does not know (malloc, stack, mmap) and before
     // cuInit: host memory either way.
-    if (get(&type, kAttrMemoryType, ptr) != kSuccess || type == kTypeHost) {
+    if (drv->get_attr(&type, kAttrMemoryType, ptr) != kSuccess || type == kTypeHost) {
         return Kind::HOST;
     }
     unsigned managed = 0;  // the attribute is a bool (unsigned int)
-    if (get(&managed, kAttrIsManaged, ptr) == kSuccess && managed != 0) {
+    if (drv->get_attr(&managed, kAttrIsManaged, ptr) == kSuccess && managed != 0) {
         return Kind::MANAGED;
     }
     return Kind::DEVICE;  // device or array memory: not CPU-addressable
 }
 
-p2p_status_t admit(Kind k, bool ucx_cuda) {
-    if (k == Kind::DEVICE && !ucx_cuda) return P2P_ERR_UNSUPPORTED;
-    return P2P_OK;
+Admit admit(Kind k, bool ucx_cuda, bool staging) {
+    if (k != Kind::DEVICE || ucx_cuda) return Admit::DIRECT;
+    return staging ? Admit::STAGED : Admit::REFUSED;
 }
 
 bool ucx_moves_cuda(ucp_context_h ucp) {
@@ -103,15 +139,16 @@ bool ucx_moves_cuda(ucp_context_h ucp) {
            (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
-p2p_status_t check_registration(const void *addr, bool ucx_cuda) {
+Admit check_registration(const void *addr, bool ucx_cuda, bool staging) {
     const Kind kind = classify(addr);
-    const p2p_status_t st = admit(kind, ucx_cuda);
-    if (st != P2P_OK) {
+    const Admit a = admit(kind, ucx_cuda, staging);
+    if (a == Admit::REFUSED) {
         P2P_LOG(P2P_LOG_ERROR, "mem: %p is %s memory, which this UCX cannot move "
-                "(built without CUDA: ucx_info -d lists no cuda transport); "
-                "register host, pinned or managed memory", addr, kind_name(kind));
+                "(built without CUDA: ucx_info -d lists no cuda transport) and "
+                "P2P_CUDA_STAGING is off; register host, pinned or managed "
+                "memory, or set P2P_CUDA_STAGING=on", addr, kind_name(kind));
     }
-    return st;
+    return a;
 }
 
 } // namespace memtype

@@ -3,6 +3,7 @@
 
 #include <ucxp2p/p2p_topo.h>
 
+#include "core/config.h"
 #include "core/guard.h"
 #include "core/log.h"
 #include "core/memtype.h"
@@ -87,11 +88,16 @@ p2p_status_t ucx_print(FILE *s) {
         return P2P_ERR_TRANSPORT;
     }
     const bool cuda = ucxp2p::memtype::ucx_moves_cuda(ctx.ctx);
-    // What p2p_mem_register does with cudaMalloc memory (core/memtype.h).
+    // What p2p_mem_register does with cudaMalloc memory (core/memtype.h,
+    // core/staging.h).
+    const bool staging = ucxp2p::config_get("P2P_CUDA_STAGING") != "off";
     std::fprintf(s, "  CUDA device memory: %s\n",
-                 cuda ? "moved by UCX (same-host single copy off)"
-                      : "refused by p2p_mem_register (this UCX has no CUDA "
-                        "support; host, pinned and managed memory work)");
+                 cuda      ? "moved by UCX (same-host single copy off)"
+                 : staging ? "staged through host memory (this UCX has no CUDA "
+                             "support; P2P_CUDA_STAGING=on)"
+                           : "refused by p2p_mem_register (this UCX has no CUDA "
+                             "support and P2P_CUDA_STAGING=off; host, pinned "
+                             "and managed memory work)");
     ucp_context_print_info(ctx.ctx, s);
     return P2P_OK;
 }

@@ -13,21 +13,26 @@
 #include <memory>
 #include <sys/mman.h>
 
+using ucxp2p::memtype::Admit;
 using ucxp2p::memtype::admit;
 using ucxp2p::memtype::check_registration;
 using ucxp2p::memtype::classify;
 using ucxp2p::memtype::Kind;
 using ucxp2p::memtype::kind_name;
 
-TEST(MemType, DeviceMemoryNeedsACudaCapableUcx) {
-    EXPECT_EQ(P2P_ERR_UNSUPPORTED, admit(Kind::DEVICE, false));
-    EXPECT_EQ(P2P_OK, admit(Kind::DEVICE, true));
+TEST(MemType, DeviceMemoryStagedOrRefusedWhereUcxCannotMoveIt) {
+    EXPECT_EQ(Admit::STAGED, admit(Kind::DEVICE, false, true));
+    EXPECT_EQ(Admit::REFUSED, admit(Kind::DEVICE, false, false));
+    EXPECT_EQ(Admit::DIRECT, admit(Kind::DEVICE, true, true));
+    EXPECT_EQ(Admit::DIRECT, admit(Kind::DEVICE, true, false));
 }
 
-TEST(MemType, HostAndManagedMemoryAlwaysAdmitted) {
+TEST(MemType, HostAndManagedMemoryAlwaysDirect) {
     for (bool ucx_cuda : {false, true}) {
-        EXPECT_EQ(P2P_OK, admit(Kind::HOST, ucx_cuda));
-        EXPECT_EQ(P2P_OK, admit(Kind::MANAGED, ucx_cuda));
+        for (bool staging : {false, true}) {
+            EXPECT_EQ(Admit::DIRECT, admit(Kind::HOST, ucx_cuda, staging));
+            EXPECT_EQ(Admit::DIRECT, admit(Kind::MANAGED, ucx_cuda, staging));
+        }
     }
 }
 
@@ -43,7 +48,7 @@ TEST(MemType, HostPointersClassifyAsHost) {
     EXPECT_EQ(Kind::HOST, classify(data));
     EXPECT_EQ(Kind::HOST, classify(map));
     EXPECT_EQ(Kind::HOST, classify(nullptr));
-    EXPECT_EQ(P2P_OK, check_registration(map, false));
+    EXPECT_EQ(Admit::DIRECT, check_registration(map, false, false));
     munmap(map, 1 << 20);
 }
 

@@ -205,7 +205,8 @@ TEST_F(TopoApi, UcxPrintShowsTheUcxInUse) {
     Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
     ASSERT_EQ(P2P_OK, p.status);
     EXPECT_TRUE(contains(p.text, "(library in use)")) << p.text;
-    // Debian's UCX has no CUDA memory type: device memory is refused.
+    // Debian's UCX has no CUDA memory type: device memory is staged, or
+    // refused with P2P_CUDA_STAGING=off.
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_TAG;
@@ -217,7 +218,12 @@ TEST_F(TopoApi, UcxPrintShowsTheUcxInUse) {
     const bool cuda = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
     ucp_cleanup(ctx);
     EXPECT_TRUE(contains(p.text, cuda ? "CUDA device memory: moved by UCX"
-                                      : "CUDA device memory: refused")) << p.text;
+                                      : "CUDA device memory: staged")) << p.text;
+    p2ptest::ScopedEnv off("P2P_CUDA_STAGING", "off");
+    Printed q = printed([](FILE *s) { return p2p_ucx_print(s); });
+    ASSERT_EQ(P2P_OK, q.status);
+    EXPECT_TRUE(contains(q.text, cuda ? "CUDA device memory: moved by UCX"
+                                      : "CUDA device memory: refused")) << q.text;
 }
 
 TEST_F(TopoApi, UcxPrintIsTransportErrorWhenUcxCannotStart) {
