@@ -35,8 +35,8 @@ static_assert(kSuccess == CUDA_SUCCESS, "cuda.h");
 #endif
 
 /** Bind every call of Driver in h; false if one is missing. The _v2 names
- *  are the ones cuda.h's macros call (the unsuffixed symbols are the old
- *  32-bit ABI). */
+ *  are the ones cuda.h's macros select (the unsuffixed symbols keep older
+ *  ABIs: 32-bit device pointers, the old context stack). */
 bool bind(void *h, Driver *d) {
     struct Sym {
         const char *name;
@@ -46,6 +46,7 @@ bool bind(void *h, Driver *d) {
         {"cuPointerGetAttribute", reinterpret_cast<void **>(&d->get_attr)},
         {"cuCtxPushCurrent_v2", reinterpret_cast<void **>(&d->ctx_push)},
         {"cuCtxPopCurrent_v2", reinterpret_cast<void **>(&d->ctx_pop)},
+        {"cuCtxGetCurrent", reinterpret_cast<void **>(&d->ctx_get_current)},
         {"cuMemcpyDtoH_v2", reinterpret_cast<void **>(&d->copy_dtoh)},
         {"cuMemcpyHtoD_v2", reinterpret_cast<void **>(&d->copy_htod)},
         {"cuMemHostRegister_v2", reinterpret_cast<void **>(&d->host_register)},

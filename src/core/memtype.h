@@ -40,6 +40,7 @@ struct Driver {
     int (*get_attr)(void *data, int attribute, unsigned long long ptr);
     int (*ctx_push)(void *ctx);
     int (*ctx_pop)(void **ctx);
+    int (*ctx_get_current)(void **ctx);
     int (*copy_dtoh)(void *dst, unsigned long long src, size_t bytes);
     int (*copy_htod)(unsigned long long dst, const void *src, size_t bytes);
     int (*host_register)(void *p, size_t bytes, unsigned flags);

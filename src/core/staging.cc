@@ -45,10 +45,18 @@ p2p_status_t Shadow::create(const void *dev, size_t len, std::unique_ptr<Shadow>
     const Driver *d = driver();
     const uintptr_t base = reinterpret_cast<uintptr_t>(dev);
     void *ctx = nullptr;
-    if (d == nullptr || d->get_attr(&ctx, kAttrContext, dev_ptr(base)) != kSuccess ||
-        ctx == nullptr) {
+    if (d != nullptr && (d->get_attr(&ctx, kAttrContext, dev_ptr(base)) != kSuccess ||
+                         ctx == nullptr)) {
+        // Memory of no one context (stream-ordered pools, cuMemMap'd
+        // ranges, as PyTorch's expandable segments) names none: copy in
+        // the context the registering thread uses.
+        ctx = nullptr;
+        if (d->ctx_get_current(&ctx) != kSuccess) ctx = nullptr;
+    }
+    if (ctx == nullptr) {
         P2P_LOG(P2P_LOG_ERROR, "mem: no CUDA context for device memory at %p: "
-                "cannot stage it", dev);
+                "cannot stage it (make its device's context current on the "
+                "registering thread, e.g. cudaSetDevice)", dev);
         return P2P_ERR_UNSUPPORTED;
     }
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -14,7 +14,8 @@
  * device when its completion is popped.
  *
  * The copies are synchronous cuMemcpyDtoH/HtoD calls in the registration's
- * CUDA context, pushed on the calling thread (the progress thread for most
+ * CUDA context (the one the memory names, else the one current on the
+ * registering thread), pushed on the calling thread (the progress thread for most
  * receives). The shadow is page-locked with cuMemHostRegister where the
  * driver allows, for full copy bandwidth; else the copies go through the
  * driver's own staging, slower but correct.
@@ -36,8 +37,9 @@ namespace memtype {
 class Shadow {
 public:
     /** A shadow of the device memory [dev, dev + len): P2P_OK and *out;
-     *  P2P_ERR_UNSUPPORTED when the CUDA driver is not loaded or names no
-     *  context for dev; P2P_ERR_NO_MEMORY. Logged. */
+     *  P2P_ERR_UNSUPPORTED when the CUDA driver is not loaded, or neither
+     *  dev nor the calling thread has a CUDA context; P2P_ERR_NO_MEMORY.
+     *  Logged. */
     static p2p_status_t create(const void *dev, size_t len, std::unique_ptr<Shadow> *out);
     ~Shadow();
     Shadow(const Shadow &) = delete;

@@ -8,7 +8,7 @@
  *   cuda_test --rank KIND BYTES    one rank of a two-rank exchange, started
  *                                  by the suite through p2prun: rank 0
  *                                  sends BYTES from KIND memory (host,
- *                                  pinned, managed, device), rank 1
+ *                                  pinned, managed, device, async), rank 1
  *                                  receives into the same kind and checks
  *
  * Device memory moves whatever the UCX underneath: one built with CUDA
@@ -80,7 +80,14 @@ std::string no_gpu_reason() {
         if (!why_.empty()) GTEST_SKIP() << why_;                          \
     } while (0)
 
-/** Memory of a kind, freed with the matching call. */
+cudaError_t alloc_async(void **p, size_t n) {
+    cudaError_t e = cudaMallocAsync(p, n, nullptr);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(nullptr);
+}
+
+/** Memory of a kind, freed with the matching call: host, pinned, managed,
+ *  device (cudaMalloc) or async (cudaMallocAsync: device memory of the
+ *  default pool, which may name no context). */
 struct CudaBuf {
     std::string kind;
     void *p = nullptr;
@@ -88,6 +95,7 @@ struct CudaBuf {
     CudaBuf(const std::string &k, size_t n) : kind(k), len(n) {
         cudaError_t e = cudaSuccess;
         if (k == "device") e = cudaMalloc(&p, n);
+        else if (k == "async") e = alloc_async(&p, n);  // a stream-ordered pool
         else if (k == "managed") e = cudaMallocManaged(&p, n);
         else if (k == "pinned") e = cudaMallocHost(&p, n);
         else p = std::malloc(n);
@@ -95,9 +103,16 @@ struct CudaBuf {
     }
     ~CudaBuf() {
         if (p == nullptr) return;
-        if (kind == "device" || kind == "managed") cudaFree(p);
-        else if (kind == "pinned") cudaFreeHost(p);
-        else std::free(p);
+        if (kind == "async") {
+            cudaFreeAsync(p, nullptr);
+            cudaStreamSynchronize(nullptr);
+        } else if (kind == "device" || kind == "managed") {
+            cudaFree(p);
+        } else if (kind == "pinned") {
+            cudaFreeHost(p);
+        } else {
+            std::free(p);
+        }
     }
     CudaBuf(const CudaBuf &) = delete;
     CudaBuf &operator=(const CudaBuf &) = delete;
@@ -129,7 +144,7 @@ int rank_main(const std::string &kind, size_t len) {
     p2p_mem_h mem = nullptr;
     const p2p_status_t reg = p2p_mem_register(ctx, buf.p, len, &mem);
     int rc = 0;
-    if (kind == "device" && device_refused()) {
+    if ((kind == "device" || kind == "async") && device_refused()) {
         // Both ranks refuse; neither posts, so neither waits on the other.
         if (reg == P2P_ERR_UNSUPPORTED) {
             std::printf("rank %u: device memory refused\n", me);
@@ -198,8 +213,10 @@ protected:
 TEST(CudaClassify, EachAllocatorsKind) {
     NEED_GPU();
     CudaBuf dev("device", 1 << 20), man("managed", 1 << 20), pin("pinned", 1 << 20),
-        host("host", 1 << 20);
+        host("host", 1 << 20), pool("async", 1 << 20);
     ASSERT_NE(nullptr, dev.p);
+    ASSERT_NE(nullptr, pool.p);
+    EXPECT_EQ(Kind::DEVICE, classify(pool.p));
     ASSERT_NE(nullptr, man.p);
     ASSERT_NE(nullptr, pin.p);
     EXPECT_EQ(Kind::DEVICE, classify(dev.p));
@@ -284,6 +301,11 @@ TEST(CudaTwoRanks, DeviceMemoryArrivesIntact) {
             EXPECT_NE(std::string::npos, r.out.find("verified " + std::to_string(len)))
                 << r.out;
         }
+    }
+    for (const char *env : {"", "UCX_TLS=tcp,self P2P_CMA=off"}) {
+        p2ptest::ShellResult r = run_ranks(env, "async", size_t(65536) + 3);
+        EXPECT_EQ(0, r.status) << env << " async\n" << r.out;
+        EXPECT_NE(std::string::npos, r.out.find("verified 65539")) << r.out;
     }
     p2ptest::ShellResult r = run_ranks("P2P_CUDA_STAGING=off", "device", size_t(1) << 20);
     EXPECT_EQ(0, r.status) << r.out;

@@ -48,7 +48,7 @@ int get_attr(void *data, int attr, unsigned long long ptr) {
     if (find(static_cast<uintptr_t>(ptr), 1) == nullptr) return kInvalidValue;
     switch (attr) {
     case ucxp2p::memtype::kAttrContext:
-        *static_cast<void **>(data) = kCtx;
+        *static_cast<void **>(data) = stats().no_ptr_ctx ? nullptr : kCtx;
         return kOk;
     case ucxp2p::memtype::kAttrMemoryType:
         *static_cast<unsigned *>(data) = ucxp2p::memtype::kTypeDevice;
@@ -70,6 +70,11 @@ int ctx_push(void *ctx) {
 int ctx_pop(void **ctx) {
     if (t_depth == 0) return kInvalidContext;
     *ctx = t_ctx_stack[--t_depth];
+    return kOk;
+}
+
+int ctx_get_current(void **ctx) {
+    *ctx = t_depth > 0 ? t_ctx_stack[t_depth - 1] : nullptr;
     return kOk;
 }
 
@@ -123,8 +128,9 @@ int host_unregister(void *) {
     return kOk;
 }
 
-const ucxp2p::memtype::Driver kDriver = {get_attr, ctx_push, ctx_pop, copy_dtoh,
-                                         copy_htod, host_register, host_unregister};
+const ucxp2p::memtype::Driver kDriver = {get_attr,  ctx_push,      ctx_pop,
+                                         ctx_get_current, copy_dtoh, copy_htod,
+                                         host_register,   host_unregister};
 
 } // namespace
 
@@ -134,6 +140,8 @@ Stats &stats() {
 }
 
 const ucxp2p::memtype::Driver *driver() { return &kDriver; }
+
+void *context() { return kCtx; }
 
 void *alloc(size_t len) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

@@ -31,11 +31,18 @@ struct Stats {
     std::atomic<long> bad_range{0};               // copies outside an allocation
     std::atomic<long> pinned{0}, unpinned{0};     // host_register / unregister
     std::atomic<int> fail_dtoh{0}, fail_htod{0}, fail_pin{0};
+    // The memory names no context (as stream-ordered pool memory): the
+    // pointer's context attribute answers a null context.
+    std::atomic<bool> no_ptr_ctx{false};
 };
 Stats &stats();
 
 /** The fake, for memtype::set_driver_for_test. */
 const ucxp2p::memtype::Driver *driver();
+
+/** The fake's one context (what the memory names, and what copies need
+ *  current). */
+void *context();
 
 /** len bytes of fake device memory (its PROT_NONE view), zeroed;
  *  nullptr on failure. */

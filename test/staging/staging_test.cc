@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -144,6 +145,32 @@ TEST(Shadow, NoDriverOrNotDeviceMemoryIsUnsupported) {
     fakecuda::Installed fake;
     EXPECT_EQ(P2P_ERR_UNSUPPORTED, Shadow::create(host.data(), host.size(), &s));  // no context
     EXPECT_EQ(nullptr, s);
+}
+
+TEST(Shadow, MemoryNamingNoContextUsesTheRegisteringThreads) {
+    fakecuda::Installed fake;
+    void *dev = fakecuda::alloc(4096);
+    ASSERT_NE(nullptr, dev);
+    fakecuda::stats().no_ptr_ctx = true;
+    std::unique_ptr<Shadow> s;
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, Shadow::create(dev, 4096, &s));  // none current
+    const ucxp2p::memtype::Driver *d = fakecuda::driver();
+    ASSERT_EQ(0, d->ctx_push(fakecuda::context()));
+    EXPECT_EQ(P2P_OK, Shadow::create(dev, 4096, &s));
+    void *popped = nullptr;
+    ASSERT_EQ(0, d->ctx_pop(&popped));
+    fakecuda::stats().no_ptr_ctx = false;
+    ASSERT_NE(nullptr, s);
+    // Copies from a thread with no context push the one found.
+    fill(fakecuda::backing(dev), 4096, 4);
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    std::thread t([&] { st = s->pull(s->host(), 4096); });
+    t.join();
+    EXPECT_EQ(P2P_OK, st);
+    EXPECT_EQ(0u, wrong(static_cast<uint8_t *>(s->host()), 4096, 4));
+    s.reset();
+    fakecuda::free(dev);
+    expect_clean_copies();
 }
 
 // --------------------------------------------- registrations and transfers
