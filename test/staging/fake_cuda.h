@@ -51,6 +51,16 @@ void free(void *dev);
 /** The writable view of the fake device address dev. */
 uint8_t *backing(const void *dev);
 
+/** Fake device memory for a scope (alloc / free); p is nullptr if the
+ *  allocation failed. */
+struct Mem {
+    void *p;
+    explicit Mem(size_t len) : p(alloc(len)) {}
+    ~Mem() { free(p); }
+    Mem(const Mem &) = delete;
+    Mem &operator=(const Mem &) = delete;
+};
+
 /** Installs the fake for a scope. */
 struct Installed {
     Installed() { ucxp2p::memtype::set_driver_for_test(driver()); }

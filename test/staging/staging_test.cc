@@ -14,6 +14,7 @@
 #include "fake_cuda.h"
 
 #include "core/staging.h"
+#include "../mp/api_util.h"
 #include "../rank_session.h"
 #include "../scoped_env.h"
 #include "../shell.h"
@@ -50,17 +51,16 @@ size_t wrong(const uint8_t *p, size_t n, uint32_t salt) {
 
 /** Fake device memory, registered while the object lives. */
 struct DevBuf {
+    fakecuda::Mem fake;
     void *dev = nullptr;
     size_t len = 0;
     p2p_mem_h mem = nullptr;
     p2p_status_t reg = P2P_ERR_NO_MEMORY;
-    DevBuf(p2p_context_h ctx, size_t n) : len(n) {
-        dev = fakecuda::alloc(n);
+    DevBuf(p2p_context_h ctx, size_t n) : fake(n), dev(fake.p), len(n) {
         if (dev != nullptr) reg = p2p_mem_register(ctx, dev, n, &mem);
     }
     ~DevBuf() {
         if (mem != nullptr) p2p_mem_deregister(mem);
-        fakecuda::free(dev);
     }
     DevBuf(const DevBuf &) = delete;
     DevBuf &operator=(const DevBuf &) = delete;
@@ -80,7 +80,8 @@ void expect_clean_copies() {
 TEST(Shadow, MirrorsTheDeviceRangeAndCopiesBothWays) {
     fakecuda::Installed fake;
     const long pinned = fakecuda::stats().pinned, unpinned = fakecuda::stats().unpinned;
-    void *dev = fakecuda::alloc(10000);
+    fakecuda::Mem mem(10000);
+    void *dev = mem.p;
     ASSERT_NE(nullptr, dev);
     {
         std::unique_ptr<Shadow> s;
@@ -100,13 +101,13 @@ TEST(Shadow, MirrorsTheDeviceRangeAndCopiesBothWays) {
         EXPECT_EQ(P2P_OK, s->push(host, 0));  // nothing to copy
     }
     EXPECT_EQ(unpinned + 1, fakecuda::stats().unpinned.load());
-    fakecuda::free(dev);
     expect_clean_copies();
 }
 
 TEST(Shadow, DriverFailuresAreErrors) {
     fakecuda::Installed fake;
-    void *dev = fakecuda::alloc(4096);
+    fakecuda::Mem mem(4096);
+    void *dev = mem.p;
     ASSERT_NE(nullptr, dev);
     std::unique_ptr<Shadow> s;
     ASSERT_EQ(P2P_OK, Shadow::create(dev, 4096, &s));
@@ -116,13 +117,13 @@ TEST(Shadow, DriverFailuresAreErrors) {
     EXPECT_EQ(P2P_ERR_TRANSPORT, s->push(s->host(), 64));
     EXPECT_EQ(P2P_OK, s->pull(s->host(), 64));  // one failure each
     s.reset();
-    fakecuda::free(dev);
     expect_clean_copies();
 }
 
 TEST(Shadow, PageLockingRefusedStillStages) {
     fakecuda::Installed fake;
-    void *dev = fakecuda::alloc(4096);
+    fakecuda::Mem mem(4096);
+    void *dev = mem.p;
     ASSERT_NE(nullptr, dev);
     const long unpinned = fakecuda::stats().unpinned;
     fakecuda::stats().fail_pin = 1;
@@ -135,7 +136,6 @@ TEST(Shadow, PageLockingRefusedStillStages) {
         EXPECT_EQ(0u, wrong(static_cast<uint8_t *>(s->host()), 4096, 2));
     }
     EXPECT_EQ(unpinned, fakecuda::stats().unpinned.load());  // nothing to undo
-    fakecuda::free(dev);
 }
 
 TEST(Shadow, NoDriverOrNotDeviceMemoryIsUnsupported) {
@@ -149,7 +149,8 @@ TEST(Shadow, NoDriverOrNotDeviceMemoryIsUnsupported) {
 
 TEST(Shadow, MemoryNamingNoContextUsesTheRegisteringThreads) {
     fakecuda::Installed fake;
-    void *dev = fakecuda::alloc(4096);
+    fakecuda::Mem mem(4096);
+    void *dev = mem.p;
     ASSERT_NE(nullptr, dev);
     fakecuda::stats().no_ptr_ctx = true;
     std::unique_ptr<Shadow> s;
@@ -169,43 +170,18 @@ TEST(Shadow, MemoryNamingNoContextUsesTheRegisteringThreads) {
     EXPECT_EQ(P2P_OK, st);
     EXPECT_EQ(0u, wrong(static_cast<uint8_t *>(s->host()), 4096, 4));
     s.reset();
-    fakecuda::free(dev);
     expect_clean_copies();
 }
 
 // --------------------------------------------- registrations and transfers
 
-class Staged : public ::testing::Test {
+class Staged : public apitest::ApiFixture {
 protected:
-    void SetUp() override {
-        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx_));
-        ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs_));
-        ASSERT_EQ(P2P_OK, p2p_comm_create(ctx_, bs_, &comm_));
-    }
     void TearDown() override {
-        if (comm_ != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm_));
-        }
-        if (bs_ != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs_));
-        }
-        if (ctx_ != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx_));
-        }
+        close();
         expect_clean_copies();
     }
-    /** One completion of queue q within 10 s. */
-    p2p_completion_t one(p2p_queue_t q) {
-        p2p_completion_t c{};
-        size_t n = 0;
-        EXPECT_EQ(P2P_OK, p2p_comm_wait(comm_, q, &c, 1, &n, 10000));
-        EXPECT_EQ(1u, n);
-        return c;
-    }
-    fakecuda::Installed fake_;  // before the context: its registrations use it
-    p2p_context_h ctx_ = nullptr;
-    p2p_bootstrap_h bs_ = nullptr;
-    p2p_comm_h comm_ = nullptr;
+    fakecuda::Installed fake_;  // before SetUp's context: its registrations use it
 };
 
 TEST_F(Staged, DeviceMemoryIsRegisteredAndUnregistered) {
@@ -242,10 +218,10 @@ TEST_F(Staged, SizesBothPostingOrdersAndBatches) {
             if (!recv_first) {
                 ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, dst.at(128), len, dst.mem, &tid));
             }
-            p2p_completion_t s = one(P2P_QUEUE_SEND);
+            p2p_completion_t s = wait_one(P2P_QUEUE_SEND);
             EXPECT_EQ(P2P_OK, s.status);
             EXPECT_EQ(len, s.bytes);
-            p2p_completion_t r = one(P2P_QUEUE_RECV);
+            p2p_completion_t r = wait_one(P2P_QUEUE_RECV);
             EXPECT_EQ(P2P_OK, r.status);
             EXPECT_EQ(len, r.bytes);
             EXPECT_EQ(&tid, r.user_context);
@@ -265,8 +241,8 @@ TEST_F(Staged, SizesBothPostingOrdersAndBatches) {
     ASSERT_EQ(P2P_OK, p2p_comm_recv_batch(comm_, recvs.data(), kBlocks, nullptr));
     ASSERT_EQ(P2P_OK, p2p_comm_send_batch(comm_, sends.data(), kBlocks, nullptr));
     for (size_t i = 0; i < kBlocks; ++i) {
-        EXPECT_EQ(P2P_OK, one(P2P_QUEUE_SEND).status);
-        EXPECT_EQ(P2P_OK, one(P2P_QUEUE_RECV).status);
+        EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+        EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
     }
     for (size_t i = 0; i < kBlocks; ++i) {
         EXPECT_EQ(0u, wrong(dst.rw(i * kBlock), kBlock, 500 + static_cast<uint32_t>(i))) << i;
@@ -292,8 +268,8 @@ TEST_F(Staged, FailedCopyFromTheDeviceFailsThePost) {
     fill(src.rw(), 4096, 3);
     ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 7, dst.at(0), 4096, dst.mem, nullptr));
     ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 7, src.at(0), 4096, src.mem, nullptr));
-    EXPECT_EQ(P2P_OK, one(P2P_QUEUE_SEND).status);
-    EXPECT_EQ(P2P_OK, one(P2P_QUEUE_RECV).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
     EXPECT_EQ(0u, wrong(dst.rw(), 4096, 3));
 }
 
@@ -314,8 +290,8 @@ TEST_F(Staged, FailedCopyToTheDeviceFailsTheReceive) {
             if (!recv_first) {
                 ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, dst.at(0), len, dst.mem, &tid));
             }
-            EXPECT_EQ(P2P_OK, one(P2P_QUEUE_SEND).status);
-            p2p_completion_t r = one(P2P_QUEUE_RECV);
+            EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+            p2p_completion_t r = wait_one(P2P_QUEUE_RECV);
             EXPECT_EQ(P2P_ERR_TRANSPORT, r.status);
             EXPECT_EQ(0u, r.bytes);
             EXPECT_EQ(tid, r.tensor_id);
