@@ -181,7 +181,23 @@ protected:
         close();
         expect_clean_copies();
     }
+    /** Send a small host-memory message to this rank and receive it:
+     *  every message sent before it has then arrived (a peer's messages
+     *  match in the order sent), so a receive posted next finds its message
+     *  here (recv_now's path). Its send completion (P2P_OK, user context
+     *  &mark_) is left in the queue, with those of the earlier sends. */
+    void await_earlier_messages() {
+        p2p_mem_h m = nullptr;
+        ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, mark_, sizeof(mark_), &m));
+        ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 0xFFFF, mark_, 8, m, &mark_));
+        ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 0xFFFF, mark_ + 8, 8, m, &mark_));
+        p2p_completion_t c = wait_one(P2P_QUEUE_RECV);
+        EXPECT_EQ(P2P_OK, c.status);
+        EXPECT_EQ(static_cast<void *>(&mark_), c.user_context);
+        EXPECT_EQ(P2P_OK, p2p_mem_deregister(m));  // the send is over: sent at once
+    }
     fakecuda::Installed fake_;  // before SetUp's context: its registrations use it
+    uint8_t mark_[16] = {};
 };
 
 TEST_F(Staged, DeviceMemoryIsRegisteredAndUnregistered) {
@@ -288,7 +304,9 @@ TEST_F(Staged, FailedCopyToTheDeviceFailsTheReceive) {
             }
             ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, tid, src.at(0), len, src.mem, nullptr));
             if (!recv_first) {
+                await_earlier_messages();  // so a small one lands inside the post
                 ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, tid, dst.at(0), len, dst.mem, &tid));
+                EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);  // one is the mark's
             }
             EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
             p2p_completion_t r = wait_one(P2P_QUEUE_RECV);
