@@ -298,6 +298,28 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);
 
 /**
+ * Take back receives (as MPI_Cancel does): every receive posted on comm
+ * from peer with tensor_id that no message has matched yet completes in
+ * the receive queue with P2P_ERR_CANCELED and 0 bytes before this call
+ * returns (P2P_ERR_PEER_FAILURE instead if peer is known to have failed),
+ * and *count_p (if not NULL) is set to how many did. (With UCX's hardware
+ * tag matching, UCX_RC_TM_ENABLE=y, a receive the NIC holds completes so
+ * only after the call and is not counted.) A receive a message has
+ * already matched -- its data or its single-copy request arrived -- is not
+ * canceled: it completes as it would have, so every receive still gets
+ * exactly one completion. A message that arrives later waits for the next
+ * receive that matches it, as any message that comes before its receive
+ * (a send that completes only once received -- see p2p_comm_send -- waits
+ * with it, until such a receive or this rank's shutdown). Sends cannot be
+ * canceled (p2p_comm_shutdown ends them). On a communicator that was shut
+ * down nothing is left to cancel: P2P_OK, *count_p 0.
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BAD_RANK (peer not below the
+ * communicator's size).
+ */
+p2p_status_t p2p_comm_cancel_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                                  size_t *count_p);
+
+/**
  * Shut down (as above) and free the communicator; completions not yet
  * popped are discarded. Its endpoints are flushed (the peer has every byte
  * sent to it), then closed by force, so their connections are released; an

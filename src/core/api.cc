@@ -463,6 +463,18 @@ p2p_status_t p2p_comm_shutdown(p2p_comm_h comm) {
     });
 }
 
+p2p_status_t p2p_comm_cancel_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
+                                  size_t *count_p) {
+    return guarded("comm", [&]() -> p2p_status_t {
+        Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
+        if (!c) return P2P_ERR_INVALID_HANDLE;
+        if (peer >= c->comm->size()) return P2P_ERR_BAD_RANK;
+        const size_t n = c->comm->cancel_recv(peer, tensor_id);
+        if (count_p != nullptr) *count_p = n;
+        return P2P_OK;
+    });
+}
+
 p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
     return guarded("comm", [&]() -> p2p_status_t {
         Registry<CommEntry>::Ref c = g_comms.remove(handle_id(comm));

@@ -203,6 +203,10 @@ public:
      *  send_now). */
     p2p_status_t post_single(bool is_send, const PostItem &item);
 
+    /** Cancel the posted receives from peer tagged tensor_id that no
+     *  message has matched yet (p2p_comm_cancel_recv): each completes with
+     *  P2P_ERR_CANCELED inside this call. Returns how many. */
+    size_t cancel_recv(uint32_t peer, uint32_t tensor_id);
     /** Cancel everything in flight; later posts fail. Idempotent. */
     void shutdown();
     bool is_shut() const { return shut_.load(); }
@@ -476,8 +480,10 @@ private:
     void drain_unexpected();  // worker lock held
     void cancel_waits_from(uint32_t peer);  // a dead peer's; worker lock held
     bool ucx_sends_to(uint32_t peer) const;  // in flight in UCX; lock held
-    /** ucp_request_cancel every in-flight op pred(op) selects; no throw
-     *  (one at a time when out of memory). Worker lock held. */
+    /** ucp_request_cancel every in-flight op pred(op) selects, oldest
+     *  first (ops_ holds the newest first), so that receives UCX ends inside
+     *  the call complete in the order they were posted; no throw (one at a
+     *  time, newest first, when out of memory). Worker lock held. */
     template <class Pred> void cancel_receives(Pred pred) noexcept;
 
     std::shared_ptr<Context> ctx_;
@@ -537,7 +543,7 @@ template <class Pred> void Comm::cancel_receives(Pred pred) noexcept {
             ucp_request_cancel(ctx_->worker(), op->request);
         }
     }
-    for (void *r : reqs) ucp_request_cancel(ctx_->worker(), r);
+    for (auto r = reqs.rbegin(); r != reqs.rend(); ++r) ucp_request_cancel(ctx_->worker(), *r);
 }
 
 } // namespace ucxp2p

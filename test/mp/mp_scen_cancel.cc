@@ -53,15 +53,19 @@ void check_canceled(const Xfer &x, const p2p_completion_t &c) {
              static_cast<unsigned long long>(c.bytes));
 }
 
+/** Rank 1: post the receive of tensor k (id tid0 + k) from rank 0, user
+ *  context ctx_of(index). */
+Xfer post_recv(Rank &r, RegBuf &rb, uint32_t tid0, size_t k, size_t index) {
+    const Xfer x{false, 0, tid0 + uint32_t(k), kSizes[k], offset_of(k)};
+    MP_OK(p2p_comm_recv(r.comm(), 0, x.tid, rb.data() + x.off, x.len, rb.mem(),
+                        ctx_of(index)));
+    return x;
+}
+
 /** Rank 1: receive every tensor (ids tid0 + k) and check its bytes. */
 void recv_all(Rank &r, RegBuf &rb, uint32_t tid0) {
     std::vector<Xfer> ops;
-    for (size_t k = 0; k < kSizes.size(); ++k) {
-        const Xfer x{false, 0, tid0 + uint32_t(k), kSizes[k], offset_of(k)};
-        MP_OK(p2p_comm_recv(r.comm(), 0, x.tid, rb.data() + x.off, x.len, rb.mem(),
-                            ctx_of(k)));
-        ops.push_back(x);
-    }
+    for (size_t k = 0; k < kSizes.size(); ++k) ops.push_back(post_recv(r, rb, tid0, k, k));
     collect(r.comm(), ops, 60);
     for (const Xfer &x : ops) check_pattern(rb.data() + x.off, x.len, 0, 1, x.tid, "recv");
 }
@@ -70,9 +74,7 @@ void recv_all(Rank &r, RegBuf &rb, uint32_t tid0) {
 void cancel_before(Rank &r, RegBuf &rb, uint32_t tid0) {
     std::vector<Xfer> ops;
     for (size_t k = 0; k < kSizes.size(); ++k) {
-        const Xfer x{false, 0, tid0 + uint32_t(k), kSizes[k], offset_of(k)};
-        MP_OK(p2p_comm_recv(r.comm(), 0, x.tid, rb.data() + x.off, x.len, rb.mem(),
-                            ctx_of(k)));
+        const Xfer x = post_recv(r, rb, tid0, k, k);
         size_t n = 99;
         MP_OK(p2p_comm_cancel_recv(r.comm(), 0, x.tid, &n));
         MP_CHECK(n == 1, "cancel of tensor %u (%zu bytes, not sent yet) found %zu",
@@ -93,8 +95,7 @@ void cancel_racing(Rank &r, RegBuf &rb, uint32_t tid0, unsigned *canceled) {
     std::vector<bool> was_canceled(nk, false);
     size_t expected = nk;
     for (size_t k = 0; k < nk; ++k) {
-        MP_OK(p2p_comm_recv(r.comm(), 0, tid0 + uint32_t(k), rb.data() + offset_of(k),
-                            kSizes[k], rb.mem(), ctx_of(k)));
+        post_recv(r, rb, tid0, k, k);
         size_t n = 99;
         MP_OK(p2p_comm_cancel_recv(r.comm(), 0, tid0 + uint32_t(k), &n));
         MP_CHECK(n <= 1, "cancel of tensor %u found %zu receives, posted 1",
@@ -103,8 +104,7 @@ void cancel_racing(Rank &r, RegBuf &rb, uint32_t tid0, unsigned *canceled) {
             was_canceled[k] = true;
             ++*canceled;
             ++expected;
-            MP_OK(p2p_comm_recv(r.comm(), 0, tid0 + uint32_t(k), rb.data() + offset_of(k),
-                                kSizes[k], rb.mem(), ctx_of(nk + k)));
+            post_recv(r, rb, tid0, k, nk + k);
         }
     }
     Clock::time_point t0 = Clock::now();

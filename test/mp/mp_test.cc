@@ -102,6 +102,16 @@ TEST_P(MpTest, Truncate2Ranks) {
     expect_pass(s, "truncate ok");
 }
 
+// p2p_comm_cancel_recv: receives canceled before their messages exist and
+// racing them (mp_scen_cancel.cc), at eager, single-copy and rendezvous
+// sizes; nothing lost, one completion per receive.
+TEST_P(MpTest, CancelReceives2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"cancel", "20"};
+    expect_pass(s, "cancel ok");
+}
+
 TEST_P(MpTest, Threads2Ranks) {
     if (is_serialized(GetParam())) {
         GTEST_SKIP() << "threads post and poll at once: P2P_THREAD_MULTI only";

@@ -321,6 +321,33 @@ TEST_F(Staged, FailedCopyToTheDeviceFailsTheReceive) {
     dst.mem = nullptr;
 }
 
+// A canceled receive into staged memory copies nothing to the device; the
+// message then reaches the next receive, which copies it.
+TEST_F(Staged, CanceledReceiveCopiesNothingToTheDevice) {
+    DevBuf src(ctx_, 4096), dst(ctx_, 4096);
+    ASSERT_EQ(P2P_OK, src.reg);
+    ASSERT_EQ(P2P_OK, dst.reg);
+    std::memset(dst.rw(), 0, 4096);
+    const long htod = fakecuda::stats().htod;
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 60, dst.at(0), 4096, dst.mem, nullptr));
+    size_t n = 0;
+    ASSERT_EQ(P2P_OK, p2p_comm_cancel_recv(comm_, 0, 60, &n));
+    EXPECT_EQ(1u, n);
+    p2p_completion_t r = wait_one(P2P_QUEUE_RECV, 0);
+    EXPECT_EQ(P2P_ERR_CANCELED, r.status);
+    EXPECT_EQ(htod, fakecuda::stats().htod.load());
+
+    fill(src.rw(), 4096, 60);
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 60, src.at(0), 4096, src.mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 60, dst.at(0), 4096, dst.mem, &n));
+    r = wait_one(P2P_QUEUE_RECV);
+    EXPECT_EQ(P2P_OK, r.status);
+    EXPECT_EQ(&n, r.user_context);
+    EXPECT_EQ(htod + 1, fakecuda::stats().htod.load());
+    EXPECT_EQ(0u, wrong(dst.rw(), 4096, 60));
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+}
+
 TEST(StagedConfig, OffRefusesDeviceMemory) {
     fakecuda::Installed fake;
     p2ptest::ScopedEnv off("P2P_CUDA_STAGING", "off");
