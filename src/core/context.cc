@@ -156,6 +156,19 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     return P2P_OK;
 }
 
+void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings) {
+    // Shared memory transports must advertise peer-failure support, or UCX
+    // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
+    // (Unless UCX_TLS rules them all out: then the setting would only draw
+    // an "invalid configuration" warning.)
+    if (UcxTls::from_environment().allows_shm_am()) {
+        ucx_default(cfg, "MM_ERROR_HANDLING", "y");
+    }
+    // Bound the time to detect a dead peer (keepalive rounds).
+    ucx_default(cfg, "KEEPALIVE_INTERVAL",
+                std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) + "ms");
+}
+
 p2p_status_t Context::create(const ContextSettings &settings,
                              std::unique_ptr<Context> *out) {
     std::unique_ptr<Context> c(new Context());
@@ -174,17 +187,7 @@ p2p_status_t Context::create(const ContextSettings &settings,
                 ucs_status_string(st));
         return P2P_ERR_TRANSPORT;
     }
-    // Shared memory transports must advertise peer-failure support, or UCX
-    // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
-    // (Unless UCX_TLS rules them all out: then the setting would only draw
-    // an "invalid configuration" warning.)
-    if (UcxTls::from_environment().allows_shm_am()) {
-        ucx_default(cfg.get(), "MM_ERROR_HANDLING", "y");
-    }
-    // Bound the time to detect a dead peer (keepalive rounds).
-    ucx_default(cfg.get(), "KEEPALIVE_INTERVAL",
-                std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) +
-                    "ms");
+    context_ucx_defaults(cfg.get(), settings);
 
     // Rails (src/core/rails.h): the plan's UCX_NET_DEVICES / rails settings.
     LocalRank given;

@@ -1,6 +1,7 @@
 // Rails: local rank detection order, Slurm task lists, cpu lists, NUMA cpus
 // from a fake sysfs tree, network interfaces as tcp rails in the plan, and
 // the plan applied to a UCX config without overriding the user.
+#include "core/context.h"
 #include "core/rails.h"
 #include "topo/rail_plan.h"
 
@@ -239,6 +240,37 @@ TEST(ApplyUcx, UserSettingsWin) {
     EXPECT_EQ("all", ucx_value(cfg, "NET_DEVICES"));
     EXPECT_EQ("3", ucx_value(cfg, "MAX_RNDV_RAILS"));
     ucp_config_release(cfg);
+}
+
+// The context's own UCX settings (context_ucx_defaults) never replace
+// what the user set either. Read back through KEEPALIVE_INTERVAL: the other
+// one (MM_ERROR_HANDLING) is a transport setting that UCP keeps aside until
+// it opens its transports, so ucp_config_print does not show it; both go
+// through the same check of the user's environment.
+TEST(ApplyUcx, ContextDefaultsYieldToUserSettings) {
+    ContextSettings cs{};
+    cs.peer_timeout_ms = 3000;
+    // How UCX prints an interval set to `text` (its own unit and format).
+    auto printed = [](const char *text) {
+        ScopedEnv ka("UCX_KEEPALIVE_INTERVAL", nullptr);
+        ucp_config_t *cfg = nullptr;
+        EXPECT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+        EXPECT_EQ(UCS_OK, ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", text));
+        std::string v = ucx_value(cfg, "KEEPALIVE_INTERVAL");
+        ucp_config_release(cfg);
+        return v;
+    };
+    const std::string ours = printed("1000ms"), users = printed("7s");
+    ASSERT_NE(ours, users);
+    for (const char *user : {static_cast<const char *>(nullptr), "7s"}) {
+        SCOPED_TRACE(user == nullptr ? "unset" : user);
+        ScopedEnv ka("UCX_KEEPALIVE_INTERVAL", user);
+        ucp_config_t *cfg = nullptr;
+        ASSERT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+        context_ucx_defaults(cfg, cs);
+        EXPECT_EQ(user == nullptr ? ours : users, ucx_value(cfg, "KEEPALIVE_INTERVAL"));
+        ucp_config_release(cfg);
+    }
 }
 
 TEST(ApplyUcx, BadRailsFailContextCreation) {
