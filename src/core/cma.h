@@ -54,6 +54,8 @@
 #ifndef UCXP2P_CORE_CMA_H
 #define UCXP2P_CORE_CMA_H
 
+#include <ucxp2p/p2p.h>
+
 #include <sys/types.h>
 
 #include <cstddef>
@@ -79,6 +81,12 @@ const Identity &local_identity();
 
 /** Same host, same pid namespace, both enabled. */
 bool peer_eligible(const Identity &mine, const Identity &theirs);
+
+/** P2P_ERR_INVALID_PARAM (logged) when P2P_CMA, P2P_CMA_THRESH,
+ *  P2P_CMA_MAPPED_THRESH or P2P_CMA_SPLIT is malformed: context creation
+ *  checks them, as every other P2P_* value, although they are read only
+ *  when a communicator is created. */
+p2p_status_t check_settings();
 
 /** P2P_CMA_THRESH is auto (the default, read once): the sender chooses
  *  per size (core/path_choice.h). */

@@ -1,4 +1,5 @@
 #include "core/context.h"
+#include "core/cma.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/memtype.h"
@@ -105,7 +106,8 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         s.local_size = config->local_size;
     }
     if ((st = env_on_off("P2P_LOCK_BIAS", &s.lock_bias)) != P2P_OK ||
-        (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK) {
+        (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK ||
+        (st = cma::check_settings()) != P2P_OK) {
         return st;
     }
     uint64_t v;

@@ -152,7 +152,11 @@ TEST(ApiContext, BadEnvironmentValues) {
         {"P2P_LOCK_BIAS", "yes"},     {"P2P_LOCK_BIAS", ""},
         {"P2P_PEER_TIMEOUT_MS", "5"}, {"P2P_PEER_TIMEOUT_MS", "99999999999"},
         {"P2P_SPIN_BUSY_US", "x"},    {"P2P_SPIN_BUSY_US", "99999999999999"},
-        {"P2P_SPIN_US", "99999999999"}};
+        {"P2P_SPIN_US", "99999999999"},
+        // Read only when a communicator is created, checked at context creation.
+        {"P2P_CMA", "of"},            {"P2P_CMA", "on"},
+        {"P2P_CMA_THRESH", "256k"},   {"P2P_CMA_THRESH", ""},
+        {"P2P_CMA_MAPPED_THRESH", "-1"}, {"P2P_CMA_SPLIT", "x"}};
     for (const auto &kv : bad) {
         EnvGuard g(kv.first, kv.second);
         p2p_context_h ctx = nullptr;
