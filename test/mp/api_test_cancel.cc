@@ -3,15 +3,19 @@
  * progress mode and both thread modes: what it cancels (only unmatched
  * receives of its peer and tensor id, each with one P2P_ERR_CANCELED
  * completion), what it leaves (receives already matched), that the
- * message of a canceled receive still reaches the next one, and its error
- * paths.
+ * message of a canceled receive still reaches the next one, its error
+ * paths, and cancels racing with posts, sends and polls in other threads.
  */
 #include "api_util.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+using apitest::ApiFixture;
 using apitest::Buf;
 
 namespace {
@@ -201,3 +205,114 @@ TEST_P(Cancel, Errors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Cancel, apitest::all_modes(), apitest::modes_name);
+
+// Cancels racing with posts, sends and polls in other threads (CI runs this
+// under ThreadSanitizer too): every receive completes exactly once, the
+// P2P_ERR_CANCELED ones are exactly those the cancels counted, and no
+// message is lost -- one more receive per canceled one gets every message
+// left over, each with its tensor's bytes.
+TEST_F(ApiFixture, CancelRacingWithPostsSendsAndPolls) {
+    constexpr uint32_t kTensors = 8;
+    constexpr size_t kRecvs = 2000, kSlot = 8;
+    const size_t total = 2 * kRecvs;  // room for the reposts too
+    Buf src(kTensors * kSlot), dst(total * kSlot);
+    for (uint32_t t = 0; t < kTensors; ++t) {
+        for (size_t i = 0; i < kSlot; ++i) src.data()[t * kSlot + i] = pat(i, t);
+    }
+    p2p_mem_h sm = nullptr, rm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, src.data(), src.size(), &sm));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, dst.data(), dst.size(), &rm));
+    // Receive i: slot i, tensor tensor_of[i] (i % kTensors for the first
+    // kRecvs; a repost takes its canceled receive's).
+    std::vector<uint32_t> tensor_of(total, 0);
+    for (size_t i = 0; i < kRecvs; ++i) tensor_of[i] = uint32_t(i % kTensors);
+    auto post_recv = [&](size_t i) {
+        return p2p_comm_recv(comm_, 0, tensor_of[i], dst.data() + i * kSlot, kSlot, rm,
+                             uctx(i + 1));
+    };
+    std::atomic<bool> posting{true}, bad{false};
+    std::atomic<size_t> canceled{0};
+    std::vector<size_t> canceled_of(kTensors, 0);  // the canceller's own
+    std::thread poster([&] {
+        for (size_t i = 0; i < kRecvs; ++i) {
+            if (post_recv(i) != P2P_OK) bad.store(true);
+        }
+        posting.store(false);
+    });
+    std::thread sender([&] {
+        for (size_t j = 0; j < kRecvs; ++j) {
+            const uint32_t t = uint32_t(j % kTensors);
+            if (p2p_comm_send(comm_, 0, t, src.data() + t * kSlot, kSlot, sm, nullptr) != P2P_OK) {
+                bad.store(true);
+            }
+        }
+    });
+    std::thread canceller([&] {
+        for (uint32_t k = 0; posting.load(); ++k) {
+            size_t n = 0;
+            const uint32_t t = (k * 5) % kTensors;
+            if (p2p_comm_cancel_recv(comm_, 0, t, &n) != P2P_OK) bad.store(true);
+            canceled_of[t] += n;
+            canceled.fetch_add(n);
+        }
+    });
+    // This thread pops both queues meanwhile and afterwards.
+    std::vector<int> seen(total, 0);
+    std::vector<p2p_status_t> status(total, P2P_IN_PROGRESS);
+    size_t sends_done = 0, recvs_done = 0;
+    auto pop_some = [&] {
+        p2p_completion_t e[64];
+        size_t n = 0;
+        EXPECT_EQ(P2P_OK, p2p_comm_poll(comm_, P2P_QUEUE_SEND, e, 64, &n));
+        for (size_t k = 0; k < n; ++k) sends_done += e[k].status == P2P_OK;
+        EXPECT_EQ(P2P_OK, p2p_comm_poll(comm_, P2P_QUEUE_RECV, e, 64, &n));
+        for (size_t k = 0; k < n; ++k) {
+            const size_t i = reinterpret_cast<uintptr_t>(e[k].user_context) - 1;
+            ASSERT_LT(i, total);
+            ++seen[i];
+            status[i] = e[k].status;
+        }
+        recvs_done += n;
+    };
+    poster.join();
+    canceller.join();
+    sender.join();
+    ASSERT_FALSE(bad.load());
+    // Each canceled receive leaves one message: receive those too.
+    size_t next = kRecvs;
+    for (uint32_t t = 0; t < kTensors; ++t) {
+        for (size_t c = 0; c < canceled_of[t]; ++c, ++next) {
+            ASSERT_LT(next, total);
+            tensor_of[next] = t;
+            ASSERT_EQ(P2P_OK, post_recv(next));
+        }
+    }
+    const size_t want_recvs = kRecvs + canceled.load();
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while ((recvs_done < want_recvs || sends_done < kRecvs) &&
+           std::chrono::steady_clock::now() < until) {
+        pop_some();
+        if (HasFatalFailure()) return;
+    }
+    ASSERT_EQ(want_recvs, recvs_done);
+    ASSERT_EQ(kRecvs, sends_done);
+    size_t n_canceled = 0;
+    for (size_t i = 0; i < next; ++i) {
+        ASSERT_EQ(1, seen[i]) << "receive " << i << ": completions";
+        if (status[i] == P2P_ERR_CANCELED) {
+            ASSERT_LT(i, kRecvs) << "a repost was canceled";
+            ++n_canceled;
+            continue;
+        }
+        ASSERT_EQ(P2P_OK, status[i]) << "receive " << i;
+        for (size_t b = 0; b < kSlot; ++b) {
+            ASSERT_EQ(pat(b, tensor_of[i]), dst.data()[i * kSlot + b])
+                << "receive " << i << " byte " << b;
+        }
+    }
+    EXPECT_EQ(canceled.load(), n_canceled);
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(sm));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(rm));
+}
