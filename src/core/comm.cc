@@ -146,10 +146,15 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
             return P2P_ERR_BOOTSTRAP;
         }
         std::memcpy(&rh, all[r].data(), sizeof(rh));
-        if (rh.magic != kBlobMagic || rh.version != kBlobVersion ||
-            all[r].size() != sizeof(rh) + rh.addr_len) {
-            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a malformed blob "
-                    "(different ucxp2p version?)", r);
+        if (rh.magic == kBlobMagic && rh.version != kBlobVersion) {
+            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u speaks wire version %u, this rank %u: "
+                    "every rank must run the same ucxp2p (this one is %s)", r, rh.version,
+                    kBlobVersion, p2p_version());
+            return P2P_ERR_BOOTSTRAP;
+        }
+        if (rh.magic != kBlobMagic || all[r].size() != sizeof(rh) + rh.addr_len) {
+            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a malformed blob (%zu bytes)", r,
+                    all[r].size());
             return P2P_ERR_BOOTSTRAP;
         }
         for (size_t i = 0; i < common.size(); ++i) {

@@ -3,7 +3,10 @@
  * the tag's rank field (kMaxRanks), or a rank outside its job, is refused
  * with P2P_ERR_UNSUPPORTED before any exchange (the C API passes that
  * status on; no real bootstrap reaches 2^18 ranks in a test). At the limit
- * the exchange goes ahead, and its failure is the communicator's.
+ * the exchange goes ahead, and its failure is the communicator's. And what
+ * the exchange brings back: a missing, short, foreign, other-version or
+ * mis-sized blob (a rank running another ucxp2p, or a broken bootstrap)
+ * fails with P2P_ERR_BOOTSTRAP, and claims no communicator id.
  */
 #include "core/comm.h"
 #include "core/context.h"
@@ -13,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -20,26 +24,33 @@ using namespace ucxp2p;
 
 namespace {
 
-/** A job of `size` ranks whose exchange fails (and is counted). */
-class FailingBootstrap : public Bootstrap {
+/** Rank `rank` of a job of `size` ranks, all on one host; its exchange is
+ *  the subclass's. */
+class FakeJob : public Bootstrap {
 public:
-    FailingBootstrap(uint32_t size, uint32_t rank) : size_(size), rank_(rank) {}
+    FakeJob(uint32_t size, uint32_t rank) : size_(size), rank_(rank) {}
     uint32_t rank() const override { return rank_; }
     uint32_t size() const override { return size_; }
     uint32_t local_rank() const override { return 0; }
     uint32_t local_size() const override { return 1; }
-    const char *name() const override { return "failing"; }
+    const char *name() const override { return "fake"; }
+    p2p_status_t barrier() override { return P2P_OK; }
+    void abort(const char *) override {}
+
+private:
+    uint32_t size_, rank_;
+};
+
+/** A job whose exchange fails (and is counted). */
+class FailingBootstrap : public FakeJob {
+public:
+    using FakeJob::FakeJob;
     p2p_status_t allgather(const std::vector<uint8_t> &,
                            std::vector<std::vector<uint8_t>> *) override {
         ++exchanges;
         return P2P_ERR_BOOTSTRAP;
     }
-    p2p_status_t barrier() override { return P2P_ERR_BOOTSTRAP; }
-    void abort(const char *) override {}
     int exchanges = 0;
-
-private:
-    uint32_t size_, rank_;
 };
 
 class CommCreate : public ::testing::Test {
@@ -75,4 +86,59 @@ TEST_F(CommCreate, RankOutsideItsJobIsUnsupported) {
     FailingBootstrap empty(0, 0);
     EXPECT_EQ(P2P_ERR_UNSUPPORTED, create(empty));
     EXPECT_EQ(0, outside.exchanges + empty.exchanges);
+}
+
+namespace {
+
+/** A 2-rank job (this process is rank 0) whose exchange returns this
+ *  rank's blob and, for rank 1, what forge() makes of it. */
+class ForgingBootstrap : public FakeJob {
+public:
+    using Forge = void (*)(std::vector<std::vector<uint8_t>> *all);
+    explicit ForgingBootstrap(Forge f) : FakeJob(2, 0), forge_(f) {}
+    p2p_status_t allgather(const std::vector<uint8_t> &mine,
+                           std::vector<std::vector<uint8_t>> *all) override {
+        *all = {mine, mine};
+        forge_(all);
+        return P2P_OK;
+    }
+
+private:
+    Forge forge_;
+};
+
+/** The blob's first two words: magic, then wire version. */
+void add_to_word(std::vector<uint8_t> *blob, size_t word, uint32_t delta) {
+    uint32_t v;
+    std::memcpy(&v, blob->data() + 4 * word, 4);
+    v += delta;
+    std::memcpy(blob->data() + 4 * word, &v, 4);
+}
+
+} // namespace
+
+TEST_F(CommCreate, BadExchangeResultsAreBootstrapErrors) {
+    const std::pair<const char *, ForgingBootstrap::Forge> cases[] = {
+        {"one blob for two ranks", [](std::vector<std::vector<uint8_t>> *a) { a->pop_back(); }},
+        {"short blob", [](std::vector<std::vector<uint8_t>> *a) { (*a)[1].resize(6); }},
+        {"empty blob", [](std::vector<std::vector<uint8_t>> *a) { (*a)[1].clear(); }},
+        {"foreign magic", [](std::vector<std::vector<uint8_t>> *a) { add_to_word(&(*a)[1], 0, 1); }},
+        {"other wire version", [](std::vector<std::vector<uint8_t>> *a) { add_to_word(&(*a)[1], 1, 1); }},
+        {"trailing byte", [](std::vector<std::vector<uint8_t>> *a) { (*a)[1].push_back(0); }},
+        {"address cut short", [](std::vector<std::vector<uint8_t>> *a) { (*a)[1].pop_back(); }},
+    };
+    Context::CommIdGens gens_before, gens_after;
+    const Context::CommIdSet free_before = ctx_->free_comm_ids(&gens_before);
+    for (const auto &c : cases) {
+        ForgingBootstrap bs(c.second);
+        std::unique_ptr<Comm> comm;
+        EXPECT_EQ(P2P_ERR_BOOTSTRAP, Comm::create(ctx_, 1, bs, &comm)) << c.first;
+        EXPECT_EQ(nullptr, comm) << c.first;
+    }
+    EXPECT_EQ(free_before, ctx_->free_comm_ids(&gens_after)) << "a failed create kept an id";
+    // The unforged exchange of the same job succeeds.
+    ForgingBootstrap fine([](std::vector<std::vector<uint8_t>> *) {});
+    std::unique_ptr<Comm> comm;
+    EXPECT_EQ(P2P_OK, Comm::create(ctx_, 1, fine, &comm));
+    EXPECT_NE(nullptr, comm);
 }
