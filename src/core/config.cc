@@ -1,9 +1,12 @@
 #include "core/config.h"
 #include "core/log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unistd.h>
 
 namespace ucxp2p {
 
@@ -157,7 +160,63 @@ const ConfigVar *find(const char *name) {
 
 const ConfigVar *config_table() { return kTable; }
 
-bool config_is_set(const char *name) { return std::getenv(name) != nullptr; }
+namespace {
+
+/** Edit distance of a and b, stopping early once it exceeds limit. */
+size_t edit_distance(const std::string &a, const std::string &b, size_t limit) {
+    if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit) {
+        return limit + 1;
+    }
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        size_t row_min = cur[0];
+        for (size_t j = 1; j <= b.size(); ++j) {
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1,
+                               prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            row_min = std::min(row_min, cur[j]);
+        }
+        if (row_min > limit) return limit + 1;
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> config_misspelled(const char *const *env) {
+    constexpr size_t kMaxEdits = 2;
+    std::vector<std::pair<std::string, std::string>> out;
+    for (; env != nullptr && *env != nullptr; ++env) {
+        const char *eq = std::strchr(*env, '=');
+        if (std::strncmp(*env, "P2P_", 4) != 0 || eq == nullptr) continue;
+        const std::string name(*env, eq);
+        if (find(name.c_str()) != nullptr) continue;
+        const ConfigVar *best = nullptr;
+        size_t best_d = kMaxEdits + 1;
+        for (const ConfigVar *v = kTable; v->name != nullptr; ++v) {
+            size_t d = edit_distance(name, v->name, kMaxEdits);
+            if (d < best_d) {
+                best_d = d;
+                best = v;
+            }
+        }
+        if (best != nullptr) out.emplace_back(name, best->name);
+    }
+    return out;
+}
+
+void config_warn_misspelled() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        for (const auto &m : config_misspelled(environ)) {
+            P2P_LOG(P2P_LOG_WARN, "config: %s is not a ucxp2p variable and is ignored; "
+                    "did you mean %s? (p2p_info lists them all)", m.first.c_str(),
+                    m.second.c_str());
+        }
+    });
+}
 
 std::string config_get(const char *name) {
     const char *env = std::getenv(name);

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ucxp2p {
 
@@ -26,8 +28,14 @@ const ConfigVar *config_table();
  *  builds when the name is not in the table (a programming error). */
 std::string config_get(const char *name);
 
-/** True when the variable is set in the environment. */
-bool config_is_set(const char *name);
+/** The P2P_* names set in env (NAME=value strings, nullptr-terminated,
+ *  like environ) that the table lacks but that are within two edits of a
+ *  name it has: likely typos. Each pair is (name set, table name). */
+std::vector<std::pair<std::string, std::string>> config_misspelled(const char *const *env);
+
+/** Warn, once per process, about each config_misspelled(environ): such a
+ *  variable is ignored. Context creation calls it. */
+void config_warn_misspelled();
 
 /** Parse an unsigned integer setting; P2P_ERR_INVALID_PARAM (logged) when
  *  the value is malformed or above max. */

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 using namespace ucxp2p;
 
@@ -79,4 +81,28 @@ TEST(Status, EveryCodeHasDistinctText) {
     }
     EXPECT_STREQ("unknown status", p2p_status_string(static_cast<p2p_status_t>(-999)));
     EXPECT_STREQ("success", p2p_status_string(P2P_OK));
+}
+
+// A P2P_* name one or two edits from a table name is reported with that
+// name (a typo would otherwise be ignored without a word); names further
+// from every entry (a test harness' own P2P_TOP_SRCDIR), table names, other
+// prefixes and entries without '=' are not.
+TEST(Config, MisspelledVariablesAreFoundWithTheirNames) {
+    const char *const env[] = {"P2P_CMA_TRESH=4096",     // one letter dropped
+                               "P2P_LOGLEVEL=debug",     // '_' dropped
+                               "P2P_PEER_TIMEOUT=100",   // '_MS' dropped: 3 edits
+                               "P2P_SPIN_US=3",          // a table name
+                               "P2P_TOP_SRCDIR=/src",    // far from every name
+                               "P2P_THREADMODE=multi",   // '_' dropped
+                               "UCX_TLS=shm",            // not ours
+                               "P2P_RAILZ",              // no '=': not a variable
+                               "P2P_CUDA_STAGNG=",       // empty value: still set
+                               nullptr};
+    const std::vector<std::pair<std::string, std::string>> want = {
+        {"P2P_CMA_TRESH", "P2P_CMA_THRESH"},
+        {"P2P_LOGLEVEL", "P2P_LOG_LEVEL"},
+        {"P2P_THREADMODE", "P2P_THREAD_MODE"},
+        {"P2P_CUDA_STAGNG", "P2P_CUDA_STAGING"}};
+    EXPECT_EQ(want, config_misspelled(env));
+    EXPECT_TRUE(config_misspelled(nullptr).empty());
 }
