@@ -301,5 +301,10 @@ extern "C" p2p_status_t p2p_config_print(FILE *stream) {
                      env != nullptr ? env : v->default_value,
                      env != nullptr ? "   (set in environment)" : "");
     }
+    // Likely typos last, where they are seen: nothing reads them.
+    for (const auto &m : ucxp2p::config_misspelled(environ)) {
+        std::fprintf(stream, "# %s is set but is not a ucxp2p variable (ignored); "
+                     "did you mean %s?\n", m.first.c_str(), m.second.c_str());
+    }
     return P2P_OK;
 }

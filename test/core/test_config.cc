@@ -69,12 +69,24 @@ TEST(Config, PrintShowsEveryVariable) {
             << v->name;
     }
     EXPECT_NE(std::string::npos, out.find("P2P_LOG_LEVEL=info   (set in environment)"));
+    EXPECT_EQ(std::string::npos, out.find("did you mean")) << out;
     unsetenv("P2P_LOG_LEVEL");
+    // A misspelled name is listed after the table, with the name meant.
+    setenv("P2P_SPIN_USS", "5", 1);
+    f = open_memstream(&buf, &len);
+    ASSERT_NE(nullptr, f);
+    ASSERT_EQ(P2P_OK, p2p_config_print(f));
+    std::fclose(f);
+    out.assign(buf, len);
+    std::free(buf);
+    unsetenv("P2P_SPIN_USS");
+    EXPECT_NE(std::string::npos, out.find("# P2P_SPIN_USS is set but is not a ucxp2p variable "
+                                          "(ignored); did you mean P2P_SPIN_US?\n")) << out;
 }
 
 TEST(Status, EveryCodeHasDistinctText) {
     std::set<std::string> seen;
-    for (int s = 1; s >= -15; --s) {
+    for (int s = 1; s >= P2P_ERR_INTERRUPTED; --s) {  // the last code
         std::string text = p2p_status_string(static_cast<p2p_status_t>(s));
         EXPECT_NE("unknown status", text) << s;
         EXPECT_TRUE(seen.insert(text).second) << s;
