@@ -276,6 +276,7 @@ Context::~Context() {
     if (progress_) {
         progress_->stop();
     }
+    close_gone_eps(/*all=*/true);  // before the worker goes
 }
 
 void Context::keep_until_worker_gone(void *p, void (*free)(void *)) noexcept {
@@ -332,6 +333,7 @@ void Context::run_deferred_hooks() {
     }
     deferred_pending_ = false;  // a hook may request again (next call runs it)
     answer_gone_hellos();
+    close_gone_eps();
     for (auto &h : hooks_) {
         h.second();
     }

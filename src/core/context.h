@@ -137,6 +137,12 @@ private:
     /** Say goodbye to the peers whose hellos reached a retired
      *  communicator (retire_comm_locked). Worker lock held. */
     void answer_gone_hellos() noexcept;
+    /** Close by force the endpoints of those goodbyes whose flush ended
+     *  (the goodbye left) or whose P2P_PEER_TIMEOUT_MS passed: closed
+     *  without force, UCX would keep each, and its connection, for as long
+     *  as the peer keeps its end. all: every one (teardown). Worker lock
+     *  held, or no progress any more. */
+    void close_gone_eps(bool all = false) noexcept;
 
     ContextSettings settings_{};
     // Declaration order = reverse destruction order: progress stops first,
@@ -180,6 +186,13 @@ private:
     static constexpr size_t kGoneAnswers = 64;
     std::array<Note, kGoneAnswers> answers_{};
     size_t answers_count_ = 0;
+    // Endpoints of goodbyes said for them, flushing (close_gone_eps).
+    struct GoneEp {
+        ucp_ep_h ep;
+        void *flush;  // its ucp_ep_flush_nbx request
+        int64_t deadline_ns;
+    };
+    std::vector<GoneEp> gone_eps_;  // worker lock
     bool deferred_pending_ = false;  // worker lock held
     bool ucx_cuda_ = false;
 };

@@ -6,6 +6,7 @@
  */
 #include "core/context.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/send_small.h"
 
 #include <algorithm>
@@ -28,15 +29,26 @@ ucs_status_t note_am_cb(void *arg, const void *header, size_t header_length,
     return UCS_OK;
 }
 
-/** The endpoint of a goodbye for a retired communicator is closed right
- *  after the goodbye is posted; an error before that changes nothing. */
+/** The endpoint of a goodbye for a retired communicator is closed once
+ *  the goodbye left; an error before that changes nothing. */
 void gone_ep_error_cb(void *, ucp_ep_h, ucs_status_t st) {
     P2P_LOG(P2P_LOG_DEBUG, "context: endpoint of a late goodbye failed: %s",
             ucs_status_string(st));
 }
 
-void close_done_cb(void *request, ucs_status_t, void *) {
-    ucp_request_free(request);
+/** A goodbye's endpoint is flushed: close it after this progress call
+ *  (Context::close_gone_eps). */
+void gone_flushed_cb(void *, ucs_status_t, void *arg) {
+    static_cast<Context *>(arg)->request_deferred();
+}
+
+/** Close ep by force; nobody waits for the close (UCX ends it itself). */
+void force_close(ucp_ep_h ep) {
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void *req = ucp_ep_close_nbx(ep, &prm);
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
 }
 
 } // namespace
@@ -111,6 +123,7 @@ void Context::retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
 }
 
 void Context::answer_gone_hellos() noexcept {
+    const int64_t timeout_ns = settings_.peer_timeout_ms * 1000000LL;
     for (size_t i = 0; i < answers_count_; ++i) {
         const Note h = answers_[i];
         Gone &gone = gone_[h.comm_id];
@@ -137,21 +150,51 @@ void Context::answer_gone_hellos() noexcept {
             st = send_small(bye, [&](const Note *buf, const ucp_request_param_t *prm) {
                 return ucp_am_send_nbx(ep, kAmNote, buf, sizeof(*buf), nullptr, 0, prm);
             });
-            // A flushing close: the goodbye goes out first.
-            ucp_request_param_t cp = {};
-            cp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-            cp.cb.send = close_done_cb;
-            void *req = ucp_ep_close_nbx(ep, &cp);
-            if (UCS_PTR_IS_ERR(req)) {
-                P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing the endpoint of a late goodbye "
-                        "to rank %u: %s", h.comm_id, h.rank,
-                        ucs_status_string(UCS_PTR_STATUS(req)));
+            // Closed by force once a flush says the goodbye left (and the
+            // wireup is over: UCX 1.13 aborts when a forced close purges a
+            // tcp endpoint's pending wireup request, see
+            // Comm::force_close_flushed).
+            ucp_request_param_t fp = {};
+            fp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+            fp.cb.send = gone_flushed_cb;
+            fp.user_data = this;
+            void *flush = ucp_ep_flush_nbx(ep, &fp);
+            bool queued = false;
+            if (UCS_PTR_IS_PTR(flush)) {
+                try {
+                    gone_eps_.push_back({ep, flush, now_ns() + timeout_ns});
+                    queued = true;
+                    request_deferred();  // close_gone_eps after the next call
+                } catch (const std::bad_alloc &) {
+                    ucp_request_free(flush);  // out of memory: close at once
+                }
             }
+            if (!queued) force_close(ep);
         }
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u said hello after the communicator was "
                 "destroyed; goodbye: %s", h.comm_id, h.rank, ucs_status_string(st));
     }
     answers_count_ = 0;
+}
+
+void Context::close_gone_eps(bool all) noexcept {
+    if (gone_eps_.empty()) return;
+    const int64_t now = now_ns();
+    size_t kept = 0;
+    for (size_t i = 0; i < gone_eps_.size(); ++i) {
+        const GoneEp g = gone_eps_[i];
+        if (!all && ucp_request_check_status(g.flush) == UCS_INPROGRESS && now < g.deadline_ns) {
+            gone_eps_[kept++] = g;
+            continue;
+        }
+        P2P_LOG(P2P_LOG_DEBUG, "context: closing the endpoint of a late goodbye (%s)",
+                ucp_request_check_status(g.flush) == UCS_INPROGRESS ? "not flushed in time"
+                                                                    : "flushed");
+        ucp_request_free(g.flush);  // UCX frees an unfinished one when it ends
+        force_close(g.ep);
+    }
+    gone_eps_.resize(kept);  // shrinks: no allocation
+    if (kept != 0) request_deferred();  // look again after the next call
 }
 
 } // namespace ucxp2p

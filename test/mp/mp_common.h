@@ -85,6 +85,8 @@ public:
 
     p2p_context_h ctx() const { return ctx_; }
     p2p_comm_h comm() const { return comm_; }
+    /** The bootstrap, for scenarios that hold several communicators. */
+    p2p_bootstrap_h bootstrap() const { return bs_; }
     uint32_t rank() const { return info_.rank; }
     uint32_t size() const { return info_.size; }
     void barrier();

@@ -22,6 +22,7 @@
  *   soak [rounds [seed [max]]]  rounds of random mixed traffic, all pairs
  *   comm-churn [n]        n communicators in turn: no descriptor may leak
  *   cancel [rounds]       receives canceled before and racing their messages
+ *   gone-churn [n]        goodbyes of destroyed communicators release their endpoints
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -149,7 +150,7 @@ int main(int argc, char **argv) {
     static const Entry kScenarios[] = {
         {"alltoall", mp::run_alltoall}, {"unexpected", mp::run_unexpected},
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
-        {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"threads", mp::run_threads},
+        {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"threads", mp::run_threads},
         {"killee", mp::run_killee},     {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-auto-order", mp::run_cma_auto_order},

@@ -112,6 +112,15 @@ TEST_P(MpTest, CancelReceives2Ranks) {
     expect_pass(s, "cancel ok");
 }
 
+// A context's goodbyes for destroyed communicators (mp_scen_gone.cc): each
+// reaches the peer, and its endpoint is released, round after round.
+TEST_P(MpTest, GoodbyesOfDestroyedCommunicatorsReleaseTheirEndpoints2Ranks) {
+    RunSpec s;
+    s.ranks = 2;
+    s.args = {"gone-churn", "8"};
+    expect_pass(s, "gone-churn ok");
+}
+
 TEST_P(MpTest, Threads2Ranks) {
     if (is_serialized(GetParam())) {
         GTEST_SKIP() << "threads post and poll at once: P2P_THREAD_MULTI only";
