@@ -1,11 +1,9 @@
 /*
  * Posting: the general path of sends and receives (batches, and single
  * posts that cannot finish inside the call) and the short paths of single
- * posts that can (send_now, recv_now), and the receives the application
- * takes back (cancel_recv). See core/comm.h.
+ * posts that can (send_now, recv_now). See core/comm.h.
  */
 #include "core/comm.h"
-#include "core/log.h"
 #include "core/stack_buf.h"
 
 namespace ucxp2p {
@@ -320,31 +318,6 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     // Completed at once without a callback (a send; or an error).
     complete(op, UCS_PTR_STATUS(req), is_send ? it.length : 0);
     return false;
-}
-
-size_t Comm::cancel_recv(uint32_t peer, uint32_t tensor_id) {
-    // A user receive still in UCX's expected queue is PLAIN; one a message
-    // matched is PLAIN only while UCX moves its data (rendezvous), which
-    // ucp_request_cancel leaves be, and past a single-copy request it is in
-    // a later stage. UCX completes each receive it removes inside the call
-    // (recv_cb -> complete_error: P2P_ERR_CANCELED).
-    auto waiting = [&](const Op &op) {
-        return !op.is_send && op.stage == Op::PLAIN && op.entry.peer == peer &&
-               op.entry.tensor_id == tensor_id;
-    };
-    std::lock_guard<Mutex> lock(ctx_->worker_mu());
-    auto count = [&] {
-        size_t n = 0;
-        for (const Op *op = ops_; op != nullptr; op = op->next) n += waiting(*op);
-        return n;
-    };
-    const size_t before = count();
-    if (before == 0) return 0;
-    cancel_receives(waiting);
-    const size_t canceled = before - count();
-    P2P_LOG(P2P_LOG_DEBUG, "comm %u: canceled %zu of %zu receive(s) from rank %u "
-            "tensor %u", id_, canceled, before, peer, tensor_id);
-    return canceled;
 }
 
 } // namespace ucxp2p

@@ -1,7 +1,8 @@
 /*
  * Shutdown's steps around Comm::shutdown (core/comm.cc): hellos and
  * goodbyes, the endpoints whose sends only a forced close ends (flushed
- * first), and the drain of messages nobody will receive.
+ * first), and the drain of messages nobody will receive; and the receives
+ * the application takes back before that (cancel_recv).
  */
 #include "core/comm.h"
 #include "core/context.h"
@@ -196,6 +197,31 @@ void Comm::drain_unexpected() {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages nobody received",
                 id_, n);
     }
+}
+
+size_t Comm::cancel_recv(uint32_t peer, uint32_t tensor_id) {
+    // A user receive still in UCX's expected queue is PLAIN; one a message
+    // matched is PLAIN only while UCX moves its data (rendezvous), which
+    // ucp_request_cancel leaves be, and past a single-copy request it is in
+    // a later stage. UCX completes each receive it removes inside the call
+    // (recv_cb -> complete_error: P2P_ERR_CANCELED).
+    auto waiting = [&](const Op &op) {
+        return !op.is_send && op.stage == Op::PLAIN && op.entry.peer == peer &&
+               op.entry.tensor_id == tensor_id;
+    };
+    std::lock_guard<Mutex> lock(ctx_->worker_mu());
+    auto count = [&] {
+        size_t n = 0;
+        for (const Op *op = ops_; op != nullptr; op = op->next) n += waiting(*op);
+        return n;
+    };
+    const size_t before = count();
+    if (before == 0) return 0;
+    cancel_receives(waiting);
+    const size_t canceled = before - count();
+    P2P_LOG(P2P_LOG_DEBUG, "comm %u: canceled %zu of %zu receive(s) from rank %u "
+            "tensor %u", id_, canceled, before, peer, tensor_id);
+    return canceled;
 }
 
 } // namespace ucxp2p
