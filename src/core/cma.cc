@@ -163,13 +163,13 @@ p2p_status_t check_settings() {
         P2P_LOG(P2P_LOG_ERROR, "cma: P2P_CMA='%s' is not auto or off", mode.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
-    uint64_t v = 0;
-    for (const char *name : {"P2P_CMA_THRESH", "P2P_CMA_MAPPED_THRESH", "P2P_CMA_SPLIT"}) {
-        if (std::strcmp(name, "P2P_CMA_THRESH") == 0 && config_get(name) == "auto") continue;
-        p2p_status_t st = config_get_u64(name, UINT64_MAX, &v);  // logs what is wrong
-        if (st != P2P_OK) return st;
-    }
-    return P2P_OK;
+    uint64_t v = 0;  // each call logs what is wrong
+    p2p_status_t st = config_get("P2P_CMA_THRESH") == "auto"
+                          ? P2P_OK
+                          : config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v);
+    if (st == P2P_OK) st = config_get_u64("P2P_CMA_MAPPED_THRESH", UINT64_MAX, &v);
+    if (st == P2P_OK) st = config_get_u64("P2P_CMA_SPLIT", UINT64_MAX, &v);
+    return st;
 }
 
 bool threshold_auto() {

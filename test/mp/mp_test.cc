@@ -8,10 +8,7 @@
 using namespace mpt;
 
 TEST_P(MpTest, Alltoall2Ranks) {
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"alltoall"};
-    expect_pass(s, "alltoall ok");
+    expect_scenario({"alltoall"});
 }
 
 TEST_P(MpTest, Alltoall8Ranks) {
@@ -36,26 +33,17 @@ TEST_P(MpTest, ShmAliasSm) {
 }
 
 TEST_P(MpTest, Unexpected3Ranks) {
-    RunSpec s;
-    s.ranks = 3;
-    s.args = {"unexpected"};
-    expect_pass(s, "unexpected ok");
+    expect_scenario({"unexpected"}, 3);
 }
 
 TEST_P(MpTest, Shuffle4Ranks) {
-    RunSpec s;
-    s.ranks = 4;
-    s.args = {"shuffle"};
-    expect_pass(s, "shuffle ok");
+    expect_scenario({"shuffle"}, 4);
 }
 
 // Random mixed traffic between all pairs (see mp_scen_soak.cc): every size
 // class and path at once, repeated tensor ids, batches, both kinds of memory.
 TEST_P(MpTest, Soak3Ranks) {
-    RunSpec s;
-    s.ranks = 3;
-    s.args = {"soak", "20", "1", "16"};
-    expect_pass(s, "soak ok");
+    expect_scenario({"soak", "20", "1", "16"}, 3);
 }
 
 // The same with single copy from 16 KiB (2 KiB from p2p_mem_alloc memory)
@@ -75,67 +63,43 @@ TEST_P(MpTest, SoakSingleCopySmall3Ranks) {
 
 // Communicators created, used and destroyed in turn leave nothing open.
 TEST_P(MpTest, CommChurn3Ranks) {
-    RunSpec s;
-    s.ranks = 3;
-    s.args = {"comm-churn", "30"};
-    expect_pass(s, "comm-churn ok");
+    expect_scenario({"comm-churn", "30"}, 3);
 }
 
 TEST_P(MpTest, Batch2Ranks) {
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"batch", "128"};
-    expect_pass(s, "batch ok");
+    expect_scenario({"batch", "128"});
 }
 
 TEST_P(MpTest, Batch3Ranks) {
-    RunSpec s;
-    s.ranks = 3;
-    s.args = {"batch", "32"};
-    expect_pass(s, "batch ok");
+    expect_scenario({"batch", "32"}, 3);
 }
 
 TEST_P(MpTest, Truncate2Ranks) {
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"truncate"};
-    expect_pass(s, "truncate ok");
+    expect_scenario({"truncate"});
 }
 
 // p2p_comm_cancel_recv: receives canceled before their messages exist and
 // racing them (mp_scen_cancel.cc), at eager, single-copy and rendezvous
 // sizes; nothing lost, one completion per receive.
 TEST_P(MpTest, CancelReceives2Ranks) {
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"cancel", "20"};
-    expect_pass(s, "cancel ok");
+    expect_scenario({"cancel", "20"});
 }
 
 // A context's goodbyes for destroyed communicators (mp_scen_gone.cc): each
 // reaches the peer, and its endpoint is released, round after round.
 TEST_P(MpTest, GoodbyesOfDestroyedCommunicatorsReleaseTheirEndpoints2Ranks) {
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"gone-churn", "8"};
-    expect_pass(s, "gone-churn ok");
+    expect_scenario({"gone-churn", "8"});
 }
 
 TEST_P(MpTest, Threads2Ranks) {
     if (is_serialized(GetParam())) {
         GTEST_SKIP() << "threads post and poll at once: P2P_THREAD_MULTI only";
     }
-    RunSpec s;
-    s.ranks = 2;
-    s.args = {"threads", "8", "6"};
-    expect_pass(s, "threads ok");
+    expect_scenario({"threads", "8", "6"});
 }
 
 TEST_P(MpTest, Shutdown3Ranks) {
-    RunSpec s;
-    s.ranks = 3;
-    s.args = {"shutdown"};
-    expect_pass(s, "shutdown ok");
+    expect_scenario({"shutdown"}, 3);
 }
 
 TEST_P(MpTest, SingleCopyFallback2Ranks) {
@@ -164,9 +128,7 @@ TEST_P(MpTest, SingleCopyWithdrawnSends2Ranks) {
     if (!single_copy(GetParam())) {
         GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
     }
-    RunSpec s;
-    s.args = {"cma-withdraw"};
-    expect_pass(s, "cma-withdraw ok");
+    expect_scenario({"cma-withdraw"});
 }
 
 TEST_P(MpTest, SingleCopyFallbackWithoutSplit2Ranks) {
@@ -242,9 +204,7 @@ TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
 // A receiver's mapping of a sender's p2p_mem_alloc region would keep its
 // memory alive after p2p_mem_free: it must be unmapped once freed.
 TEST_P(MpTest, SingleCopyMappedRegionsFreedAreUnmapped2Ranks) {
-    RunSpec s;
-    s.args = {"cma-map-free", "16", single_copy(GetParam()) ? "1" : "0"};
-    expect_pass(s, "cma-map-free ok");
+    expect_scenario({"cma-map-free", "16", single_copy(GetParam()) ? "1" : "0"});
 }
 
 // P2P_CMA_THRESH=auto: a stream of 64 KiB messages on one tensor id starts
@@ -279,9 +239,7 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownWaits2Ranks) {
     if (!single_copy(GetParam())) {
         GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
     }
-    RunSpec s;
-    s.args = {"cma-split-wait"};
-    expect_pass(s, "cma-split-wait ok");
+    expect_scenario({"cma-split-wait"});
 }
 
 // As above with a UCX send to the stopped rank in flight at shutdown: the

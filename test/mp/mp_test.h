@@ -128,6 +128,15 @@ protected:
         return out;
     }
 
+    /** expect_pass of scenario args[0] on `ranks` ranks with nothing else
+     *  set: each rank must print "<scenario> ok". */
+    void expect_scenario(const std::vector<std::string> &args, int ranks = 2) {
+        RunSpec s;
+        s.ranks = ranks;
+        s.args = args;
+        expect_pass(s, args.at(0) + " ok");
+    }
+
     static size_t count(const std::string &text, const std::string &word) {
         size_t n = 0;
         for (size_t p = text.find(word); p != std::string::npos;
