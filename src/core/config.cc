@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
+#include <atomic>
 #include <unistd.h>
 
 namespace ucxp2p {
@@ -207,15 +207,18 @@ std::vector<std::pair<std::string, std::string>> config_misspelled(const char *c
     return out;
 }
 
-void config_warn_misspelled() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        for (const auto &m : config_misspelled(environ)) {
-            P2P_LOG(P2P_LOG_WARN, "config: %s is not a ucxp2p variable and is ignored; "
-                    "did you mean %s? (p2p_info lists them all)", m.first.c_str(),
-                    m.second.c_str());
-        }
-    });
+void config_warn_misspelled(p2p_log_level_t level) {
+    static std::atomic<bool> warned{false};
+    if (level < P2P_LOG_WARN || warned.exchange(true)) {
+        return;
+    }
+    for (const auto &m : config_misspelled(environ)) {
+        // Not P2P_LOG: its level is still the environment's, not the
+        // context's (set once its settings are all resolved).
+        log_write(P2P_LOG_WARN, __FILE__, __LINE__, "config: %s is not a ucxp2p variable "
+                  "and is ignored; did you mean %s? (p2p_info lists them all)",
+                  m.first.c_str(), m.second.c_str());
+    }
 }
 
 std::string config_get(const char *name) {

@@ -33,9 +33,10 @@ std::string config_get(const char *name);
  *  name it has: likely typos. Each pair is (name set, table name). */
 std::vector<std::pair<std::string, std::string>> config_misspelled(const char *const *env);
 
-/** Warn, once per process, about each config_misspelled(environ): such a
- *  variable is ignored. Context creation calls it. */
-void config_warn_misspelled();
+/** Warn about each config_misspelled(environ): such a variable is ignored.
+ *  Context creation calls it with the context's log level; it writes once
+ *  per process, at the first context whose level shows warnings. */
+void config_warn_misspelled(p2p_log_level_t level);
 
 /** Parse an unsigned integer setting; P2P_ERR_INVALID_PARAM (logged) when
  *  the value is malformed or above max. */

@@ -105,7 +105,6 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         s.local_rank = config->local_rank;
         s.local_size = config->local_size;
     }
-    config_warn_misspelled();
     if ((st = env_on_off("P2P_LOCK_BIAS", &s.lock_bias)) != P2P_OK ||
         (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK ||
         (st = cma::check_settings()) != P2P_OK) {
@@ -155,6 +154,7 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
                 config_get("P2P_LOG_LEVEL").c_str());
         return P2P_ERR_INVALID_PARAM;
     }
+    config_warn_misspelled(s.log_level);
     *out = s;
     return P2P_OK;
 }

@@ -169,6 +169,36 @@ TEST(ApiContext, BadEnvironmentValues) {
     }
 }
 
+// A misspelled P2P_* name is reported at the level of the context being
+// created: not by a context quieted to errors (its log_level field), then
+// once by the next one that shows warnings. Once per process, so in a
+// child process (a death test, exiting normally).
+TEST(ApiContext, MisspelledNameWarnsAtTheContextsLogLevel) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EnvGuard typo("P2P_CMA_TRESH", "4096");
+    auto create_destroy = [](const p2p_config_t *cfg) {
+        p2p_context_h ctx = nullptr;
+        if (p2p_context_create(cfg, &ctx) != P2P_OK) _exit(3);
+        p2p_context_destroy(ctx);
+    };
+    EXPECT_EXIT(
+        {
+            p2p_config_t quiet{};
+            quiet.field_mask = P2P_CONFIG_FIELD_LOG_LEVEL;
+            quiet.log_level = P2P_LOG_ERROR;
+            create_destroy(&quiet);
+            std::fputs("quiet context done\n", stderr);
+            create_destroy(nullptr);
+            create_destroy(nullptr);
+            std::fputs("default contexts done\n", stderr);
+            _exit(0);
+        },
+        testing::ExitedWithCode(0),
+        "^quiet context done\n[^\n]*warn: config: P2P_CMA_TRESH is not a ucxp2p "
+        "variable and is ignored; did you mean P2P_CMA_THRESH\?[^\n]*\n"
+        "default contexts done\n$");
+}
+
 // A transport list naming nothing this machine has: a distinct status, so
 // a caller can tell a misconfiguration from a failure of UCX itself.
 TEST(ApiContext, NoUsableTransportIsNoDevice) {
