@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -194,6 +194,47 @@ TEST(P2prunOutput, ManyRanksNeverTearLines) {
     for (const auto &kv : next_line) {
         EXPECT_EQ(kLines, kv.second) << "rank " << kv.first;
     }
+}
+
+// `2>&1` into a pipe read slowly: stdout and stderr lines share one pipe,
+// and neither may cut into the other's lines (two queues, each written in
+// PIPE_BUF pieces as the reader makes room, tore ~0.5% of them).
+TEST(P2prunOutput, StdoutAndStderrIntoOnePipeNeverTearLines) {
+    const int kRanks = 2, kLines = 3000;
+    const std::string pad(60, 'o');
+    const std::string loop = "while [ $i -lt " + std::to_string(kLines) + " ]; do echo \"";
+    const std::string script = "i=0; (" + loop + "O $RANK $i " + pad + "\"; i=$((i+1)); done) & " +
+                               loop + "E $RANK $i " + pad + "\" >&2; i=$((i+1)); done; wait";
+    const std::string cmd = "exec '" + p2prun_path() + "' -n " + std::to_string(kRanks) +
+                            " sh -c '" + script + "' 2>&1";
+    FILE *f = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(nullptr, f);
+    std::string out;
+    char buf[1000];
+    ssize_t n;
+    while ((n = ::read(::fileno(f), buf, sizeof(buf))) > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        ::usleep(100);  // slower than the ranks write: the pipe fills
+    }
+    int status = ::pclose(f);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    std::map<std::string, int> next;  // "rank stream" -> next line number
+    size_t lines = 0;
+    for (const auto &line : split_lines(out)) {
+        ++lines;
+        int rank;
+        std::string rest, stream, r_s, i_s, body, extra;
+        ASSERT_TRUE(parse_prefixed(line, &rank, &rest)) << "torn line: " << line;
+        std::istringstream in(rest);
+        in >> stream >> r_s >> i_s >> body;
+        ASSERT_TRUE((stream == "O" || stream == "E") && r_s == std::to_string(rank) &&
+                    all_digits(i_s) && body == pad && !(in >> extra))
+            << "torn line: " << line;
+        int &want = next[std::to_string(rank) + " " + stream];
+        ASSERT_EQ(want, std::stoi(i_s)) << "out of order: " << line;
+        ++want;
+    }
+    EXPECT_EQ(static_cast<size_t>(2 * kRanks * kLines), lines);
 }
 
 // p2prun's stdout is a pipe that the test reads only when told to.

@@ -77,7 +77,7 @@ void report(const std::string &msg) {
 }
 
 void Launcher::say(const std::string &msg) {
-    err_.append("p2prun: " + msg + "\n");
+    errs_->append("p2prun: " + msg + "\n");
 }
 
 void Launcher::set_exit_code(int code) {
@@ -115,7 +115,7 @@ bool Launcher::start_ranks() {
         return false;
     }
     for (int r = 0; r < opts_.nranks; ++r) {
-        auto rank = std::make_unique<Rank>(&out_, &err_,
+        auto rank = std::make_unique<Rank>(&out_, errs_,
                                            opts_.prefix ? "[" + std::to_string(r) + "] " : "");
         UniqueFd out_w, err_w;
         if (!make_pipe(&rank->out.fd, &out_w) || !make_pipe(&rank->err.fd, &err_w) ||
@@ -495,8 +495,8 @@ void Launcher::finish_output() {
     size_t dropped = out_.discard() + err_.discard();
     if (dropped > 0) {
         say(std::to_string(dropped) + " bytes of output dropped: not read in time");
-        err_.flush();  // if stderr takes it
-        err_.discard();
+        errs_->flush();  // if stderr takes it
+        errs_->discard();
     }
 }
 

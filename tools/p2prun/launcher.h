@@ -77,6 +77,10 @@ private:
     SignalPipe signals_;
     OutputSink out_{1};  // before ranks_: the relays point here
     OutputSink err_{2};
+    // Where stderr lines go: err_, or out_ when fds 1 and 2 are one file
+    // (`2>&1`): two queues would each cut their writes to PIPE_BUF without
+    // regard to lines, and tear each other's lines in between.
+    OutputSink *errs_ = OutputSink::same_file(1, 2) ? &out_ : &err_;
     std::vector<std::unique_ptr<Rank>> ranks_;  // after signals_: destroyed first
     std::unordered_map<pid_t, int> rank_of_pid_;  // ranks not reaped yet
     Phase phase_ = Phase::kRunning;

@@ -19,6 +19,12 @@ OutputSink::OutputSink(int fd) : fd_(fd) {
     }
 }
 
+bool OutputSink::same_file(int a, int b) {
+    struct stat sa, sb;
+    return ::fstat(a, &sa) == 0 && ::fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
 void OutputSink::append(const char *data, size_t len) {
     if (!broken_) {
         buf_.append(data, len);

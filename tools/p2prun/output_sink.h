@@ -23,6 +23,10 @@ public:
 
     int fd() const { return fd_; }
 
+    // Whether fds a and b are the same file (device and inode), such as
+    // stdout and stderr after `2>&1`.
+    static bool same_file(int a, int b);
+
     // Queues data; dropped once the fd failed (EPIPE: nobody reads any more).
     void append(const char *data, size_t len);
     void append(const std::string &s) { append(s.data(), s.size()); }
