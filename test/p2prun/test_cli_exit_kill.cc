@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 using namespace p2prun_test;
@@ -210,6 +211,29 @@ TEST(P2prunSignalQuit, ForwardedThenRanksAreTerminated) {
         EXPECT_NE(std::string::npos, text.find("QUIT")) << "rank " << rank << ": " << text;
         EXPECT_NE(std::string::npos, text.find("TERM")) << "rank " << rank << ": " << text;
     }
+}
+
+// Started with SIGHUP ignored (nohup): a hang-up neither ends the job nor
+// reaches the ranks, which inherit the ignored disposition as across exec.
+TEST(P2prunSignalIgnored, HangupIgnoredAtStartStaysIgnoredForTheJob) {
+    TempDir dir;
+    std::string script = "touch " + dir.path() + "/ready.$RANK; while [ ! -e " + dir.path() +
+                         "/go ]; do sleep 0.05; done; kill -HUP $$; echo survived";
+    struct sigaction ign {}, old {};
+    ign.sa_handler = SIG_IGN;
+    ASSERT_EQ(0, ::sigaction(SIGHUP, &ign, &old));
+    P2prun p(dir, {"-n", "2", "sh", "-c", script});
+    ::sigaction(SIGHUP, &old, nullptr);
+    ASSERT_TRUE(wait_for_files({dir.file("ready.0"), dir.file("ready.1")}, 10));
+    ASSERT_EQ(0, ::kill(p.pid(), SIGHUP));
+    ::usleep(200 * 1000);  // p2prun would have acted on it by now
+    { std::ofstream go(dir.file("go")); }
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_NE(std::string::npos, r.out.find("[0] survived\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("[1] survived\n")) << r.out;
+    EXPECT_EQ(std::string::npos, r.err.find("received signal")) << r.err;
 }
 
 class P2prunSignalUser : public ::testing::TestWithParam<int> {};

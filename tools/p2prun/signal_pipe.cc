@@ -11,6 +11,9 @@ namespace {
 // and leave the ranks, which run in groups of their own, behind.
 const int kCaught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2};
 int g_write_fd = -1;  // for the async-signal handler only
+// Signals ignored when p2prun started (nohup, `&` in a script): they stay
+// ignored, for p2prun and the ranks, as they would across an exec.
+sigset_t g_inherited_ignored;
 
 } // namespace
 
@@ -40,8 +43,17 @@ bool SignalPipe::install(std::string *error) {
     sa.sa_handler = &SignalPipe::handler;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&g_inherited_ignored);
     for (int sig : kCaught) {
         struct sigaction old;
+        if (::sigaction(sig, nullptr, &old) != 0) {
+            *error = std::string("sigaction: ") + std::strerror(errno);
+            return false;
+        }
+        if (old.sa_handler == SIG_IGN && sig != SIGCHLD) {  // SIGCHLD: reaping needs it
+            sigaddset(&g_inherited_ignored, sig);
+            continue;
+        }
         if (::sigaction(sig, &sa, &old) != 0) {
             *error = std::string("sigaction: ") + std::strerror(errno);
             return false;
@@ -58,6 +70,9 @@ bool SignalPipe::install(std::string *error) {
         return false;
     }
     saved_.emplace_back(SIGPIPE, old);
+    if (old.sa_handler == SIG_IGN) {
+        sigaddset(&g_inherited_ignored, SIGPIPE);
+    }
     return true;
 }
 
@@ -94,6 +109,11 @@ void SignalPipe::spawn_default_set(sigset_t *set) {
         sigaddset(set, sig);
     }
     sigaddset(set, SIGPIPE);
+    for (int sig = 1; sig < NSIG; ++sig) {
+        if (sigismember(&g_inherited_ignored, sig) == 1) {
+            sigdelset(set, sig);
+        }
+    }
 }
 
 } // namespace p2prun

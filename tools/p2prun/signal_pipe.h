@@ -1,7 +1,8 @@
 // p2prun: turns SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1
 // and SIGUSR2 into bytes on a pipe that the event loop polls (the self-pipe
-// pattern), and ignores SIGPIPE. The old dispositions come back when the
-// object is destroyed.
+// pattern), and ignores SIGPIPE. A signal other than SIGCHLD that was ignored
+// when p2prun started (nohup, a script's `&`) stays ignored, and the ranks
+// inherit that. The old dispositions come back when the object is destroyed.
 #ifndef P2PRUN_SIGNAL_PIPE_H
 #define P2PRUN_SIGNAL_PIPE_H
 
@@ -32,7 +33,8 @@ public:
     std::vector<int> drain();
 
     // Signals whose disposition children must get back to default (p2prun
-    // ignores or catches them); for posix_spawn's SETSIGDEF.
+    // ignores or catches them; not those inherited ignored); for
+    // posix_spawn's SETSIGDEF.
     static void spawn_default_set(sigset_t *set);
 
 private:
