@@ -321,6 +321,16 @@ TEST(Perftest, BadCommandLinesFailCleanly) {
     EXPECT_EQ(run(perftest() + " -m cuda-managed --alloc lib", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " --threads single", 20).rc, 2);
+    /* past the bounds that keep buffer sizes and counts from overflowing
+     * (these crashed, aborted or ran as the default) */
+    for (const char *bad : {" -s 2T", " -s 8:2T", " -s 262144G -W 65536 --check",
+                            " -s 18446744073709551615", " -b 4x2T", " -p 2T",
+                            " -n 100000001", " -n 18446744073709551615",
+                            " -w 18446744073709551614", " -w 18446744073709551615"}) {
+        ProcResult r = run(perftest() + bad, 20);
+        EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+        EXPECT_NE(r.err.find("bad value for"), std::string::npos) << bad << ": " << r.err;
+    }
     /* one process, no launcher: a clear error, not a hang */
     ProcResult single = run("env -u RANK -u WORLD_SIZE -u P2P_RANK -u "
                      "P2P_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE " + perftest() +

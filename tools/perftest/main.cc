@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,9 +67,7 @@ int fail(Session &s, const char *what, p2p_status_t st) {
     return 1;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int run_main(int argc, char **argv) {
     Options opts;
     int rc = options_parse(argc, argv, &opts);
     if (rc != 0) {
@@ -174,4 +174,17 @@ int main(int argc, char **argv) {
         return fail(s, "final barrier", st);
     }
     return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    try {
+        return run_main(argc, argv);
+    } catch (const std::bad_alloc &) {
+        std::fprintf(stderr, "p2p_perftest: out of memory (fewer iterations with -n?)\n");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "p2p_perftest: %s\n", e.what());
+    }
+    return 1;
 }

@@ -39,6 +39,20 @@ bool parse_u64(const char *text, uint64_t *out) {
     return true;
 }
 
+/* Bounds that keep the perftest's own arithmetic (buffer sizes, counts,
+ * one latency sample per iteration) far from overflow. */
+constexpr uint64_t kMaxBytes = uint64_t(1) << 40;  /* 1 TiB */
+constexpr uint64_t kMaxIters = 100000000;
+
+bool parse_iters(const char *text, uint64_t *out) {
+    uint64_t v;
+    if (!parse_u64(text, &v) || v > kMaxIters) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 std::vector<std::string> split(const std::string &s, char sep) {
     std::vector<std::string> parts;
     std::stringstream ss(s);
@@ -75,7 +89,8 @@ bool parse_size(const std::string &text, size_t *out) {
             ++end;
         }
     }
-    if (*end != '\0' || (shift != 0 && (v >> (64 - shift)) != 0)) {
+    if (*end != '\0' || (shift != 0 && (v >> (64 - shift)) != 0) ||
+        (v << shift) > kMaxBytes) {
         return false;
     }
     *out = static_cast<size_t>(v << shift);
@@ -141,10 +156,12 @@ void options_usage(const char *prog) {
         "  -t LIST        tests to run\n"
         "  -s LIST        sizes: 8:4M (doubling), 1K:1M:4 (factor 4),\n"
         "                 8,64,1K or mixes. Default: lat 8, bw 8:4M,\n"
-        "                 rate 8, batch its block size\n"
+        "                 rate 8, batch its block size. Sizes (-s, -b, -p)\n"
+        "                 are at most 1T\n"
         "  -n N           timed iterations per point (default: scaled by\n"
-        "                 size, see docs/PERFORMANCE.md)\n"
-        "  -w N           warm-up iterations (default n/10, at least 2)\n"
+        "                 size, see docs/PERFORMANCE.md); at most 10^8\n"
+        "  -w N           warm-up iterations (default n/10, at least 2);\n"
+        "                 at most 10^8\n"
         "  -W N           window: messages in flight for bw/rate (64);\n"
         "                 bw's iteration is one window, rate's W messages\n"
         "  -b COUNTxSIZE  batch shape, e.g. 128x512K (default)\n"
@@ -218,8 +235,8 @@ int options_parse(int argc, char **argv, Options *opts) {
         switch (c) {
         case 't': tests = optarg; break;
         case 's': ok = parse_size_list(optarg, &o.sizes); break;
-        case 'n': ok = parse_u64(optarg, &o.iters) && o.iters > 0; break;
-        case 'w': ok = parse_u64(optarg, &o.warmup); break;
+        case 'n': ok = parse_iters(optarg, &o.iters) && o.iters > 0; break;
+        case 'w': ok = parse_iters(optarg, &o.warmup); break;
         case 'W':
             ok = parse_u64(optarg, &v) && v > 0 && v <= 65536;
             o.window = static_cast<uint32_t>(v);
