@@ -52,11 +52,11 @@ const ConfigVar kTable[] = {
      "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
      "127.0.0.1."},
     {"P2P_MASTER_PORT", "",
-     "Port of rank 0's rendezvous server; falls back to MASTER_PORT. When "
-     "neither is set, rank 0 binds the first free port of P2P_PORT_RANGE and "
-     "the others scan that range; a job of more than one rank must then set "
-     "P2P_JOB_TOKEN (or TORCHELASTIC_RUN_ID) to a value unique to the job, "
-     "which is how a rank tells its rank 0 from another job's."},
+     "Port of rank 0's rendezvous server (p2prun sets one). MASTER_PORT is "
+     "not used as one: torchrun's store, or PyTorch's in rank 0, listens "
+     "there. Unset: rank 0 binds the first free port of P2P_PORT_RANGE and "
+     "the others scan that range, telling their rank 0 from another job's by "
+     "the job token."},
     {"P2P_PORT_RANGE", "56800-56900",
      "Ports scanned when no master port is given (as seed 004's "
      "P2P_PORT_RANGE)."},
@@ -74,11 +74,11 @@ const ConfigVar kTable[] = {
     {"P2P_LOCAL_WORLD_SIZE", "",
      "Ranks on this host; falls back to LOCAL_WORLD_SIZE, else computed."},
     {"P2P_JOB_TOKEN", "",
-     "Secret shared by the ranks of one job; connections presenting another "
-     "token are rejected. p2prun sets a random one; falls back to "
-     "TORCHELASTIC_RUN_ID. Required when ranks scan P2P_PORT_RANGE (no "
-     "master port) and there is more than one; with a master port it "
-     "defaults to a value derived from the port."},
+     "Value shared by the ranks of one job (an identifier, not a password: "
+     "it travels in the clear); connections presenting another are "
+     "rejected. p2prun sets a random one. Unset: derived from MASTER_PORT "
+     "and torchrun's TORCHELASTIC_RUN_ID/RESTART_COUNT, else from "
+     "P2P_MASTER_PORT; ranks that scan P2P_PORT_RANGE need one of these."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries) and for each "
      "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "

@@ -31,11 +31,9 @@ bool parse_u64(const std::string &s, uint64_t max, uint64_t *out) {
     return true;
 }
 
-/** Optional unsigned variable (P2P_* first, then fallback). */
-p2p_status_t get_num(const char *p2p_name, const char *fallback, uint64_t min,
-                     uint64_t max, bool *present, uint64_t *out) {
-    const char *from = nullptr;
-    std::string v = tcp_env_value(p2p_name, fallback, &from);
+/** Checks the unsigned value v of the variable named from, if present. */
+p2p_status_t check_num(const char *from, const std::string &v, uint64_t min,
+                       uint64_t max, bool *present, uint64_t *out) {
     *present = !v.empty();
     if (!*present) {
         return P2P_OK;
@@ -46,6 +44,59 @@ p2p_status_t get_num(const char *p2p_name, const char *fallback, uint64_t min,
                 v.c_str(), static_cast<unsigned long long>(min),
                 static_cast<unsigned long long>(max));
         return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
+/** Optional unsigned variable (P2P_* first, then fallback). */
+p2p_status_t get_num(const char *p2p_name, const char *fallback, uint64_t min,
+                     uint64_t max, bool *present, uint64_t *out) {
+    const char *from = nullptr;
+    std::string v = tcp_env_value(p2p_name, fallback, &from);
+    return check_num(from, v, min, max, present, out);
+}
+
+/** A variable outside the P2P_* table; "" when unset. */
+std::string plain_env(const char *name) {
+    const char *v = std::getenv(name);
+    return v != nullptr ? v : "";
+}
+
+/** The job token: P2P_JOB_TOKEN, else derived from the rendezvous port
+ *  when there is one (P2P_MASTER_PORT), else from what identifies the job
+ *  to its launcher. MASTER_PORT is held by the launcher's (or PyTorch's)
+ *  store for the job's lifetime, so no two live jobs with one master host
+ *  share it; TORCHELASTIC_RUN_ID alone may be torchrun's default "none".
+ *  *from: the variable named in errors. "" when nothing identifies it. */
+p2p_status_t job_token(const TcpConfig &c, std::string *token, const char **from) {
+    *from = "P2P_JOB_TOKEN";
+    *token = config_get("P2P_JOB_TOKEN");
+    // Without the world size or the address, as spelled by each rank: a
+    // rank that disagrees on those gets told so, not "token mismatch".
+    if (!token->empty() || c.has_port) {
+        if (token->empty()) {
+            *token = "ucxp2p:port:" + std::to_string(c.port);
+        }
+        return P2P_OK;
+    }
+    bool has_master_port = false;
+    uint64_t master_port = 0;
+    p2p_status_t st = check_num("MASTER_PORT", plain_env("MASTER_PORT"), 1, 65535,
+                                &has_master_port, &master_port);
+    if (st != P2P_OK) {
+        return st;
+    }
+    const std::string run_id = plain_env("TORCHELASTIC_RUN_ID");
+    std::string torchrun;
+    if (!run_id.empty()) {
+        *from = "TORCHELASTIC_RUN_ID";
+        torchrun = run_id + ":" + plain_env("TORCHELASTIC_RESTART_COUNT");
+    }
+    if (has_master_port) {
+        *token = "ucxp2p:master-port:" + std::to_string(master_port) +
+                 (torchrun.empty() ? "" : ":torchrun:" + torchrun);
+    } else if (!torchrun.empty()) {
+        *token = "ucxp2p:torchrun:" + torchrun;
     }
     return P2P_OK;
 }
@@ -140,8 +191,9 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     if (c.master_addr.empty()) {
         c.master_addr = "127.0.0.1";
     }
-    if ((st = get_num("P2P_MASTER_PORT", "MASTER_PORT", 1, 65535, &c.has_port,
-                      &v)) != P2P_OK) {
+    // Not MASTER_PORT: under torchrun its agent's store listens there, and
+    // PyTorch's init_process_group binds it in rank 0. It names the job.
+    if ((st = get_num("P2P_MASTER_PORT", nullptr, 1, 65535, &c.has_port, &v)) != P2P_OK) {
         return st;
     }
     c.port = static_cast<uint16_t>(v);
@@ -166,21 +218,18 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
         return st;
     }
 
-    c.token = tcp_env_value("P2P_JOB_TOKEN", "TORCHELASTIC_RUN_ID", &from);
+    if ((st = job_token(c, &c.token, &from)) != P2P_OK) {
+        return st;
+    }
     if (c.token.empty() && !c.has_port && c.size > 1) {
         // Scanning, rank 0 of another job in the same range looks just like
         // ours: only a token of the job tells them apart.
-        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: no master port (MASTER_PORT or "
-                "P2P_MASTER_PORT) and no job token (P2P_JOB_TOKEN or "
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: no rendezvous port (P2P_MASTER_PORT) "
+                "and nothing naming the job (P2P_JOB_TOKEN, MASTER_PORT or "
                 "TORCHELASTIC_RUN_ID): ranks scanning P2P_PORT_RANGE could join "
                 "another job on the same host; set a token unique to the job, "
-                "or a master port");
+                "or a rendezvous port");
         return P2P_ERR_INVALID_PARAM;
-    }
-    if (c.token.empty()) {
-        // Without the world size or the address, as spelled by each rank:
-        // a rank that disagrees on those gets told so, not "token mismatch".
-        c.token = "ucxp2p:port:" + std::to_string(c.port);
     }
     if (c.token.size() > tcp::kMaxToken) {
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s is longer than %zu bytes",

@@ -176,7 +176,7 @@ p2p_status_t root_listen(const TcpConfig &cfg, Fd *lfd, uint16_t *port) {
     }
     P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank 0 cannot listen on %s (%s): %s",
             addr_string(ip, lo).c_str(),
-            cfg.has_port ? "MASTER_PORT" : "no free port in P2P_PORT_RANGE",
+            cfg.has_port ? "P2P_MASTER_PORT" : "no free port in P2P_PORT_RANGE",
             errno_string(rc).c_str());
     return P2P_ERR_BOOTSTRAP;
 }

@@ -103,7 +103,12 @@ TEST(P2prunEnv, EachRankGetsBootstrapVariables) {
         EXPECT_TRUE(is_hex_token(e.token)) << e.token;
         EXPECT_EQ("tcp", e.bootstrap);
         EXPECT_EQ("unset", e.p2p_rank);
-        EXPECT_EQ("unset", e.p2p_port);
+        // The rendezvous port; MASTER_PORT is another one, for PyTorch.
+        EXPECT_EQ(m[0].p2p_port, e.p2p_port);
+        EXPECT_NE("1", e.p2p_port) << "inherited P2P_MASTER_PORT kept";
+        EXPECT_NE(e.port, e.p2p_port);
+        EXPECT_GT(std::stoi(e.p2p_port), 0);
+        EXPECT_LT(std::stoi(e.p2p_port), 65536);
         tokens.insert(e.token);
     }
     EXPECT_EQ(1u, tokens.size()) << "token differs between ranks";
@@ -138,8 +143,10 @@ TEST(P2prunEnv, MasterPortOption) {
     ASSERT_EQ(0, r.code) << r.err;
     auto m = env_by_rank(r.out);
     ASSERT_EQ(2u, m.size());
-    EXPECT_EQ("4321", m[0].port);
-    EXPECT_EQ("4321", m[1].port);
+    EXPECT_EQ("4321", m[0].p2p_port);
+    EXPECT_EQ("4321", m[1].p2p_port);
+    EXPECT_NE("4321", m[0].port) << "MASTER_PORT is left to PyTorch";
+    EXPECT_EQ(m[0].port, m[1].port);
 }
 
 TEST(P2prunEnv, DashXAddsAndOverridesVariables) {

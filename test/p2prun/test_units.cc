@@ -199,11 +199,13 @@ TEST(P2prunJobEnv, TokenAndPort) {
 
 TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     const char *base[] = {"PATH=/bin", "P2P_RANK=9", "P2P_MASTER_ADDR=10.0.0.1", "RANK=8",
+                          "P2P_MASTER_PORT=9",
                           "P2P_LOG_LEVEL=debug", "WEIRD", "P2P_IF_IP=10.0.0.1",
                           "P2P_IFNAME=eth9", nullptr};
     JobInfo job;
     job.world_size = 4;
     job.master_port = 1234;
+    job.store_port = 5678;
     job.job_token = std::string(32, 'a');
     auto env = rank_environment(base, job, 2, {{"FOO", "x=y"}, {"RANK", "5"}});
     auto has = [&](const std::string &e) { return std::count(env.begin(), env.end(), e) == 1; };
@@ -213,7 +215,8 @@ TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     EXPECT_TRUE(has("LOCAL_RANK=2"));
     EXPECT_TRUE(has("LOCAL_WORLD_SIZE=4"));
     EXPECT_TRUE(has("MASTER_ADDR=127.0.0.1"));
-    EXPECT_TRUE(has("MASTER_PORT=1234"));
+    EXPECT_TRUE(has("P2P_MASTER_PORT=1234")) << "the rendezvous port";
+    EXPECT_TRUE(has("MASTER_PORT=5678")) << "PyTorch's, not the rendezvous";
     EXPECT_TRUE(has("P2P_IF_IP=127.0.0.1")) << "rank 0 must listen where MASTER_ADDR points";
     EXPECT_TRUE(has("P2P_JOB_TOKEN=" + job.job_token));
     EXPECT_TRUE(has("P2P_BOOTSTRAP=tcp"));

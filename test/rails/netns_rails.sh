@@ -120,7 +120,7 @@ run() {
     local port=$((20000 + (TAG + n * 97 + ${2:+1}0 + ${VIA:+7}0) % 20000))
     # UCX's info log names each endpoint's lanes (ep_cfg lines): printed
     # with the ranks' output when a rail starves.
-    local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 MASTER_PORT=$port
+    local common="UCX_TLS=tcp WORLD_SIZE=2 MASTER_ADDR=10.213.0.1 P2P_MASTER_PORT=$port
         P2P_JOB_TOKEN=netns-rails-$TAG-$n P2P_BOOTSTRAP_TIMEOUT_MS=20000
         UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-info} P2P_LOG_LEVEL=info"
     PIDS=""

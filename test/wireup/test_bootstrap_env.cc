@@ -269,7 +269,7 @@ TEST_F(BootstrapEnv, AbsentRankZeroTimesOut) {
 }
 
 TEST_F(BootstrapEnv, RankZeroCannotBindBusyPort) {
-    // A fixed MASTER_PORT that is taken: fail at once, do not wait.
+    // A fixed P2P_MASTER_PORT that is taken: fail at once, do not wait.
     uint16_t port = wtest::free_port_block(1);
     tcp::Fd holder;
     in_addr any;
@@ -277,7 +277,7 @@ TEST_F(BootstrapEnv, RankZeroCannotBindBusyPort) {
     ASSERT_EQ(0, tcp::tcp_listen(any, port, &holder));
     set("RANK", "0");
     set("WORLD_SIZE", "2");
-    set("MASTER_PORT", std::to_string(port));
+    set("P2P_MASTER_PORT", std::to_string(port));
     std::unique_ptr<Bootstrap> b;
     EXPECT_EQ(P2P_ERR_BOOTSTRAP, bootstrap_create(P2P_BOOTSTRAP_TCP, &b));
 }

@@ -1,15 +1,19 @@
 /*
  * Multi-process tests of what keeps TCP jobs apart and what they are told
  * when they do not fit: ranks scanning a port range need a job token, two
- * jobs scanning one range on one host never mix, a rank that disagrees
+ * jobs scanning one range on one host never mix, MASTER_PORT is left to
+ * torchrun's store, a rank that disagrees
  * with rank 0 learns why, and rank 0 copes with a low open file limit.
  */
 #include "wireup/bootstrap.h"
+#include "wireup/tcp_socket.h"
 #include "wireup_test_util.h"
 #include "../open_fds.h"
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -85,27 +89,61 @@ TEST_F(BootstrapJobs, ScanningWithoutTokenIsRefused) {
 }
 
 TEST_F(BootstrapJobs, ConcurrentScansOnOneRangeDoNotMix) {
-    // Two 3-rank jobs, same host, same range, same world size, each with
-    // its token (required: see above; the derived one, from the address
-    // and the size, let each rank 0 admit the other job's ranks).
+    // Four 3-rank jobs, same host, same range, same world size, each named
+    // its own way (required: see above; a token derived from the address
+    // and the size let each rank 0 admit the other jobs' ranks): a, its
+    // P2P_JOB_TOKEN; b, its TORCHELASTIC_RUN_ID; c and d, torchrun's
+    // default run id "none" and each its MASTER_PORT.
     const uint32_t n = 3;
-    uint16_t base = wtest::free_port_block(4);
+    uint16_t base = wtest::free_port_block(6);
     ASSERT_NE(0, base);
     std::string range = std::to_string(base) + "-" + std::to_string(base + 3);
-    const std::string jobs[] = {"job-a-" + std::to_string(getpid()),
-                                "job-b-" + std::to_string(getpid())};
+    const std::string pid = std::to_string(getpid());
+    const std::string jobs[] = {"job-a-" + pid, "job-b-" + pid, "job-c-" + pid, "job-d-" + pid};
     std::vector<int> pids;
     for (uint32_t r = 0; r < n; ++r) {
-        for (const std::string &job : jobs) {
+        for (int j = 0; j < 4; ++j) {
+            const std::string job = jobs[j];
             wtest::Env e = job_env(r, n, 0, "15000", "");
             e.push_back({"P2P_PORT_RANGE", range});
-            // Job b gives its token as torchrun does.
-            e.push_back({job == jobs[0] ? "P2P_JOB_TOKEN" : "TORCHELASTIC_RUN_ID",
-                         job});
+            if (j == 0) {
+                e.push_back({"P2P_JOB_TOKEN", job});
+            } else if (j == 1) {
+                e.push_back({"TORCHELASTIC_RUN_ID", job});
+            } else {
+                e.push_back({"TORCHELASTIC_RUN_ID", "none"});
+                e.push_back({"MASTER_PORT", std::to_string(base + 2 + j)});
+            }
             pids.push_back(wtest::spawn(e, [job] { return tagged_job(job); }));
         }
     }
-    expect_all_ok(pids, "jobs a and b, interleaved by rank");
+    expect_all_ok(pids, "jobs a to d, interleaved by rank");
+}
+
+// Under torchrun the agent's store listens on MASTER_PORT (and PyTorch's
+// init_process_group binds it in rank 0): the rendezvous must leave it
+// alone, finding rank 0 in P2P_PORT_RANGE with the job named by that port.
+TEST_F(BootstrapJobs, MasterPortHeldByTorchrunsStoreIsLeftAlone) {
+    const uint32_t n = 3;
+    uint16_t base = wtest::free_port_block(3);
+    ASSERT_NE(0, base);
+    tcp::Fd store;
+    in_addr any;
+    any.s_addr = htonl(INADDR_ANY);
+    ASSERT_EQ(0, tcp::tcp_listen(any, base, &store));
+    std::string range = std::to_string(base + 1) + "-" + std::to_string(base + 2);
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < n; ++r) {
+        wtest::Env e = job_env(r, n, 0, "15000", "");
+        e.push_back({"P2P_PORT_RANGE", range});
+        e.push_back({"MASTER_PORT", std::to_string(base)});
+        e.push_back({"TORCHELASTIC_RUN_ID", "none"});
+        e.push_back({"TORCHELASTIC_RESTART_COUNT", "0"});
+        pids.push_back(wtest::spawn(e, [] { return tagged_job("torchrun"); }));
+    }
+    expect_all_ok(pids, "a job beside its launcher's store");
+    pollfd p{store.get(), POLLIN, 0};
+    EXPECT_EQ(0, ::poll(&p, 1, 0)) << "a rank connected to the store's port";
 }
 
 TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {

@@ -71,7 +71,7 @@ TEST_F(BootstrapPublic, CreateTimesOutWithoutRankZero) {
     EXPECT_EQ(untouched(), bs);
 }
 
-TEST_F(BootstrapPublic, CreateFailsOnABusyMasterPort) {
+TEST_F(BootstrapPublic, CreateFailsOnABusyRendezvousPort) {
     const uint16_t port = wtest::free_port_block(1);
     const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
     ASSERT_GE(holder, 0);
@@ -83,7 +83,7 @@ TEST_F(BootstrapPublic, CreateFailsOnABusyMasterPort) {
     ASSERT_EQ(0, ::listen(holder, 1));
     set("RANK", "0");
     set("WORLD_SIZE", "2");
-    set("MASTER_PORT", std::to_string(port));
+    set("P2P_MASTER_PORT", std::to_string(port));
     p2p_bootstrap_h bs = untouched();
     EXPECT_EQ(P2P_ERR_BOOTSTRAP, p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs));
     EXPECT_EQ(untouched(), bs);
@@ -169,7 +169,7 @@ TEST_F(BootstrapPublic, EachAllocationOfTcpCreateFailsCleanly) {
     set("RANK", "0");
     set("WORLD_SIZE", "1");
     set("MASTER_ADDR", "127.0.0.1");
-    set("MASTER_PORT", std::to_string(wtest::free_port_block(1)));
+    set("P2P_MASTER_PORT", std::to_string(wtest::free_port_block(1)));
     set("P2P_JOB_TOKEN", token_ + "-oom");
     const uint64_t fds = open_fds();
     p2p_bootstrap_h bs = untouched();

@@ -23,7 +23,8 @@ const char *const kVars[] = {
     "MASTER_PORT", "P2P_PORT_RANGE", "P2P_IF_IP", "P2P_IFNAME", "P2P_RANK",
     "RANK", "P2P_WORLD_SIZE", "WORLD_SIZE", "P2P_LOCAL_RANK", "LOCAL_RANK",
     "P2P_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "P2P_JOB_TOKEN",
-    "TORCHELASTIC_RUN_ID", "P2P_BOOTSTRAP_TIMEOUT_MS", "P2P_BOOTSTRAP_MAX_MSG",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "P2P_BOOTSTRAP_TIMEOUT_MS",
+    "P2P_BOOTSTRAP_MAX_MSG",
     "P2P_HOST_ID", "PMIX_RANK", "PMIX_NAMESPACE", "OMPI_COMM_WORLD_SIZE",
     "PMI_SIZE"};
 
@@ -97,7 +98,7 @@ Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
         e.push_back({"P2P_JOB_TOKEN", token});
     }
     if (port != 0) {
-        e.push_back({"MASTER_PORT", std::to_string(port)});
+        e.push_back({"P2P_MASTER_PORT", std::to_string(port)});
     }
     return e;
 }

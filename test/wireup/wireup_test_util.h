@@ -46,7 +46,7 @@ constexpr int kSignaled = 201;
 
 inline int code(p2p_status_t st) { return -static_cast<int>(st); }
 
-/** Environment of rank r of an n-rank job on 127.0.0.1: MASTER_PORT unless
+/** Environment of rank r of an n-rank job on 127.0.0.1: P2P_MASTER_PORT unless
  *  port is 0 (scan P2P_PORT_RANGE), P2P_JOB_TOKEN unless token is empty. */
 Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
             const std::string &token);

@@ -164,7 +164,8 @@ std::vector<std::string> rank_environment(
     set("LOCAL_WORLD_SIZE", std::to_string(job.world_size));
     set("MASTER_ADDR", "127.0.0.1");
     set("P2P_IF_IP", "127.0.0.1");  // rank 0 listens where MASTER_ADDR points
-    set("MASTER_PORT", std::to_string(job.master_port));
+    set("P2P_MASTER_PORT", std::to_string(job.master_port));
+    set("MASTER_PORT", std::to_string(job.store_port));
     set("P2P_JOB_TOKEN", job.job_token);
     set("P2P_BOOTSTRAP", "tcp");
     for (const auto &kv : extra) {

@@ -11,7 +11,8 @@ namespace p2prun {
 // Values shared by all ranks of one run.
 struct JobInfo {
     int world_size = 0;
-    int master_port = 0;
+    int master_port = 0;    // rank 0's rendezvous port: P2P_MASTER_PORT
+    int store_port = 0;     // MASTER_PORT, for PyTorch's store in the ranks
     std::string job_token;  // 32 lowercase hex digits
 };
 

@@ -103,8 +103,14 @@ bool Launcher::start_ranks() {
     job.world_size = opts_.nranks;
     std::string error;
     job.master_port = opts_.master_port != 0 ? opts_.master_port : pick_free_loopback_port(&error);
-    if (job.master_port == 0) {
-        say("cannot pick a master port: " + error);
+    // Another one for MASTER_PORT: PyTorch code in the ranks binds it.
+    for (int tries = 0; job.master_port != 0 && tries < 16 &&
+                        (job.store_port == 0 || job.store_port == job.master_port);
+         ++tries) {
+        job.store_port = pick_free_loopback_port(&error);
+    }
+    if (job.master_port == 0 || job.store_port == 0 || job.store_port == job.master_port) {
+        say("cannot pick a master port: " + (error.empty() ? "none free" : error));
         set_exit_code(1);
         return false;
     }
