@@ -272,9 +272,7 @@ TEST_F(BootstrapEnv, RankZeroCannotBindBusyPort) {
     // A fixed P2P_MASTER_PORT that is taken: fail at once, do not wait.
     uint16_t port = wtest::free_port_block(1);
     tcp::Fd holder;
-    in_addr any;
-    any.s_addr = htonl(INADDR_ANY);
-    ASSERT_EQ(0, tcp::tcp_listen(any, port, &holder));
+    ASSERT_EQ(0, wtest::listen_any(port, &holder));
     set("RANK", "0");
     set("WORLD_SIZE", "2");
     set("P2P_MASTER_PORT", std::to_string(port));

@@ -128,9 +128,7 @@ TEST_F(BootstrapJobs, MasterPortHeldByTorchrunsStoreIsLeftAlone) {
     uint16_t base = wtest::free_port_block(3);
     ASSERT_NE(0, base);
     tcp::Fd store;
-    in_addr any;
-    any.s_addr = htonl(INADDR_ANY);
-    ASSERT_EQ(0, tcp::tcp_listen(any, base, &store));
+    ASSERT_EQ(0, wtest::listen_any(base, &store));
     std::string range = std::to_string(base + 1) + "-" + std::to_string(base + 2);
     std::vector<int> pids;
     for (uint32_t r = 0; r < n; ++r) {

@@ -164,9 +164,7 @@ TEST_F(BootstrapTcp, PortRangeScanSkipsBusyAndSilentPorts) {
     ASSERT_NE(0, base);
     // A stranger listens on the first port and never answers.
     tcp::Fd silent;
-    in_addr any;
-    any.s_addr = htonl(INADDR_ANY);
-    ASSERT_EQ(0, tcp::tcp_listen(any, base, &silent));
+    ASSERT_EQ(0, wtest::listen_any(base, &silent));
     std::string range = std::to_string(base) + "-" + std::to_string(base + 3);
     std::vector<int> pids;
     for (uint32_t r = 0; r < n; ++r) {

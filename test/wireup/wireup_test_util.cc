@@ -88,6 +88,12 @@ uint64_t now_ms() {
             .count());
 }
 
+int listen_any(uint16_t port, ucxp2p::tcp::Fd *out) {
+    in_addr any;
+    any.s_addr = htonl(INADDR_ANY);
+    return ucxp2p::tcp::tcp_listen(any, port, out);
+}
+
 Env job_env(uint32_t r, uint32_t n, uint16_t port, const char *timeout_ms,
             const std::string &token) {
     Env e = {{"RANK", std::to_string(r)},

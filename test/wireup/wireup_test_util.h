@@ -10,6 +10,7 @@
 #include <ucxp2p/p2p.h>
 
 #include "../temp_dir.h"
+#include "wireup/tcp_socket.h"
 
 #include <cstdint>
 #include <functional>
@@ -45,6 +46,10 @@ constexpr int kKilled = 200;   /**< still running at the deadline */
 constexpr int kSignaled = 201;
 
 inline int code(p2p_status_t st) { return -static_cast<int>(st); }
+
+/** Listens on every address at port (a stranger, or a launcher's store);
+ *  0 or an errno, as tcp::tcp_listen. */
+int listen_any(uint16_t port, ucxp2p::tcp::Fd *out);
 
 /** Environment of rank r of an n-rank job on 127.0.0.1: P2P_MASTER_PORT unless
  *  port is 0 (scan P2P_PORT_RANGE), P2P_JOB_TOKEN unless token is empty. */
