@@ -327,7 +327,9 @@ p2p_status_t p2p_comm_cancel_recv(p2p_comm_h comm, uint32_t peer, uint32_t tenso
  * not dead) is closed all the same with a warning, and one whose close has
  * not ended within 2 x P2P_PEER_TIMEOUT_MS + 1 s is left to UCX with a
  * warning, and the call returns: nothing UCX does with it later reaches
- * this communicator.
+ * this communicator. After a shutdown that gave up waiting, the deadline
+ * is not waited again; an operation still in flight then gets no
+ * completion, and its registration is released once UCX ends its request.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_destroy(p2p_comm_h comm);

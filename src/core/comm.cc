@@ -25,6 +25,14 @@ struct BlobHeader {
 
 } // namespace
 
+void orphan_done(Op *op, void *request) {
+    ucp_request_free(request);
+    Context *ctx = op->mem->ctx;
+    op->mem->release();  // deregistration stops saying "busy"
+    ctx->progress().op_completed();
+    delete op;
+}
+
 void send_cb(void *request, ucs_status_t st, void *user_data) {
     Op *op = static_cast<Op *>(user_data);
     if (op->posting) {  // inside ucp_tag_send_nbx: the poster finishes it
@@ -34,8 +42,7 @@ void send_cb(void *request, ucs_status_t st, void *user_data) {
         return;
     }
     if (op->comm == nullptr) {  // orphaned by a communicator torn down early
-        ucp_request_free(request);
-        delete op;
+        orphan_done(op, request);
         return;
     }
     if (st == UCS_OK && op->comm->send_unreceived(op)) {
@@ -58,8 +65,7 @@ void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
         return;
     }
     if (op->comm == nullptr) {
-        ucp_request_free(request);
-        delete op;
+        orphan_done(op, request);
         return;
     }
     op->comm->recv_done(op, st, length, tag);
@@ -275,6 +281,9 @@ Comm::~Comm() {
             close_ep(&f.ep, true);
         }
         flushing_.clear();
+        // An operation still in flight may want an endpoint later (a split
+        // receive's answer, send_ack): none is made, nothing would close it.
+        eps_closed_ = true;
         for (uint32_t r = 0; r < size_; ++r) {
             Peer &p = peers_[r];
             if (p.ep_error) {
@@ -381,6 +390,9 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
     if (p.failed) {
         return P2P_ERR_PEER_FAILURE;
     }
+    if (eps_closed_) {
+        return P2P_ERR_SHUTDOWN;
+    }
     ucp_ep_params_t ep_params = {};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -464,6 +476,9 @@ void Comm::shutdown() {
         });
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
+    if (shutdown_waited_.load()) {
+        deadline = now_ns();  // one look: what did not end then will not now
+    }
     bool eps_wait = true;  // close_sending_eps has peers to look at again
     if (!progress_until(*ctx_, [&] {
             if (eps_wait) eps_wait = close_sending_eps();
@@ -482,11 +497,15 @@ void Comm::shutdown() {
                     if (is_ucx_send(*op)) return false;  // its callback is to come
                 }
                 return true;
-            }, now_ns() + (ctx_->settings().peer_timeout_ms + 1000) * 1000000LL);
+            }, shutdown_waited_.load() ? now_ns()
+                   : now_ns() + (ctx_->settings().peer_timeout_ms + 1000) * 1000000LL);
         }
-        P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
-                "shutdown", id_, nops_);
+        if (!shutdown_waited_.load()) {
+            P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
+                    "shutdown", id_, nops_);
+        }
     }
+    shutdown_waited_.store(true);
     {
         // Only now, with nothing of ours in flight (no single-copy write
         // into a peer's buffer can follow): peers stop waiting for us. The

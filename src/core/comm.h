@@ -170,6 +170,11 @@ struct PostItem {
 
 /** UCX callbacks of user sends and receives (user_data: the Op). */
 void send_cb(void *request, ucs_status_t st, void *user_data);
+/** The request of an Op its communicator left behind (destroyed past its
+ *  deadline) ended: UCX is done with the buffer. Frees both, and releases
+ *  what the post took (the registration's reference, the context's count
+ *  of operations in flight). Worker lock held. */
+void orphan_done(Op *op, void *request);
 void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data);
 
@@ -517,7 +522,11 @@ private:
     uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
     std::atomic<bool> shut_{false};
+    // shutdown() waited (up to its deadline) once: later calls, destroy's
+    // among them, do not wait again for what did not end then.
+    std::atomic<bool> shutdown_waited_{false};
     bool said_goodbye_ = false;
+    bool eps_closed_ = false;  // destroy closed them: connect_ep makes no more
     CompletionQueue cq_[2];
 };
 

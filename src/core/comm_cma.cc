@@ -29,8 +29,7 @@ void ctl_recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
     }
     if (op->comm == nullptr) {
         if (kIsSend && st != UCS_OK) cma::bump_epoch(op->seq);
-        ucp_request_free(request);
-        delete op;
+        orphan_done(op, request);
         return;
     }
     (op->comm->*Done)(op, st);

@@ -296,6 +296,25 @@ void collect(p2p_comm_h comm, const std::vector<Xfer> &ops, double deadline_s,
     }
 }
 
+void send_pid_await_go(p2p_comm_h comm, const RegBuf &small) {
+    uint64_t pid = static_cast<uint64_t>(getpid());
+    std::memcpy(small.data(), &pid, sizeof(pid));
+    MP_OK(p2p_comm_send(comm, 1, 1, small.data(), 8, small.mem(), ctx_of(0)));
+    collect(comm, {{true, 1, 1, 8, 0}}, 30);
+    MP_OK(p2p_comm_recv(comm, 1, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
+    collect(comm, {{false, 1, 3, 8, 8}}, 30);
+}
+
+pid_t await_pid_send_go(p2p_comm_h comm, const RegBuf &small) {
+    MP_OK(p2p_comm_recv(comm, 0, 1, small.data(), 8, small.mem(), ctx_of(0)));
+    collect(comm, {{false, 0, 1, 8, 0}}, 30);
+    uint64_t pid = 0;
+    std::memcpy(&pid, small.data(), sizeof(pid));
+    MP_OK(p2p_comm_send(comm, 0, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
+    collect(comm, {{true, 0, 3, 8, 8}}, 30);
+    return static_cast<pid_t>(pid);
+}
+
 void expect_quiet(p2p_comm_h comm) {
     MP_CHECK(pop(comm, P2P_QUEUE_SEND, 0).empty(), "extra send completion");
     MP_CHECK(pop(comm, P2P_QUEUE_RECV, 0).empty(), "extra recv completion");

@@ -172,6 +172,13 @@ void check_ok(const Xfer &x, const p2p_completion_t &c);
 void collect(p2p_comm_h comm, const std::vector<Xfer> &ops, double deadline_s,
              CompletionCheck check = check_ok);
 
+/** Two ranks, before rank 0 stops itself (SIGSTOP) for rank 1 to resume:
+ *  rank 0 sends its pid (tensor 1) and waits for rank 1's go (tensor 3),
+ *  through small (16 bytes). */
+void send_pid_await_go(p2p_comm_h comm, const RegBuf &small);
+/** Rank 1's side: receives the pid, sends the go; returns the pid. */
+pid_t await_pid_send_go(p2p_comm_h comm, const RegBuf &small);
+
 /** No completion left in either queue and both pending counts 0. */
 void expect_quiet(p2p_comm_h comm);
 

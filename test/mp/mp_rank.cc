@@ -23,6 +23,7 @@
  *   comm-churn [n]        n communicators in turn: no descriptor may leak
  *   cancel [rounds]       receives canceled before and racing their messages
  *   gone-churn [n]        goodbyes of destroyed communicators release their endpoints
+ *   cma-split-destroy [late]  destroy with a split receive still in flight
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -156,6 +157,7 @@ int main(int argc, char **argv) {
         {"cma-auto-order", mp::run_cma_auto_order},
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
+        {"cma-split-destroy", mp::run_cma_split_destroy},
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
         {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},

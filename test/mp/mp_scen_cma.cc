@@ -199,17 +199,10 @@ void run_cma_split_wait(int argc, char **argv) {
     // its first send): UCX moves it.
     const size_t kMid = size_t(128) << 10;
     RegBuf mid(r.ctx(), kMid, 0x5A);
-    const std::vector<Xfer> pid_msg = {{r.rank() == 0, 1 - r.rank(), 1, 8, 0}};
-    const std::vector<Xfer> go_msg = {{r.rank() == 1, 1 - r.rank(), 3, 8, 8}};
     const std::vector<Xfer> payload = {{r.rank() == 0, 1 - r.rank(), 2, kLen, 0}};
     if (r.rank() == 0) {
         fill_pattern(big.data(), kLen, 0, 1, 2);
-        uint64_t pid = static_cast<uint64_t>(getpid());
-        std::memcpy(small.data(), &pid, sizeof(pid));
-        MP_OK(p2p_comm_send(r.comm(), 1, 1, small.data(), 8, small.mem(), ctx_of(0)));
-        collect(r.comm(), pid_msg, 30);
-        MP_OK(p2p_comm_recv(r.comm(), 1, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
-        collect(r.comm(), go_msg, 30);
+        send_pid_await_go(r.comm(), small);
         MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         std::raise(SIGSTOP);  // rank 1 lets us go on
         collect(r.comm(), payload, 30);  // its ACK came
@@ -233,13 +226,7 @@ void run_cma_split_wait(int argc, char **argv) {
             }
         }
     } else {
-        MP_OK(p2p_comm_recv(r.comm(), 0, 1, small.data(), 8, small.mem(), ctx_of(0)));
-        collect(r.comm(), pid_msg, 30);
-        uint64_t pid64 = 0;
-        std::memcpy(&pid64, small.data(), sizeof(pid64));
-        const pid_t pid = static_cast<pid_t>(pid64);
-        MP_OK(p2p_comm_send(r.comm(), 0, 3, small.data() + 8, 8, small.mem(), ctx_of(0)));
-        collect(r.comm(), go_msg, 30);
+        const pid_t pid = await_pid_send_go(r.comm(), small);
         wait_stopped(pid);
         // The request was sent before the stop and waits here unexpected;
         // only now does the receive match and answer it, so rank 0 cannot

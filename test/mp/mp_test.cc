@@ -271,6 +271,23 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownDeadlineEndsTheSend2Ranks) {
     expect_pass(s, "cma-split-wait ok");
 }
 
+// A split receive still in flight when its communicator is destroyed
+// (shutdown gave up on it, 2 x 300 ms + 1 s): its sender's report, coming
+// while the endpoints close, made a new endpoint that outlived the
+// communicator (a crash at the sender's exit, over tcp); the destroy waited
+// the deadline again; the registration stayed busy. Over tcp with cma, so
+// that single copy is on.
+TEST_P(MpTest, SingleCopySplitReceiveOutlivingItsCommunicator2Ranks) {
+    for (const char *mode : {"", "late"}) {
+        RunSpec s;
+        s.args = {"cma-split-destroy"};
+        if (*mode != '\0') s.args.push_back(mode);
+        s.env = {"P2P_PEER_TIMEOUT_MS=300"};
+        if (is_tcp(GetParam())) s.env.push_back("UCX_TLS=tcp,cma,self");
+        expect_pass(s, "cma-split-destroy ok");
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, MpTest,
                          ::testing::Values(kShm, kTcp, kShmSerial, kTcpSerial),
                          [](const ::testing::TestParamInfo<Transport> &i) {

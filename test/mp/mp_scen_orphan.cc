@@ -1,0 +1,98 @@
+/*
+ * mp_rank scenario of a communicator destroyed while an operation of it is
+ * still in flight (shutdown gave up waiting for it), 2 ranks; run it with a
+ * short P2P_PEER_TIMEOUT_MS (300: shutdown's deadline is 2 x 300 ms + 1 s):
+ *   cma-split-destroy [late]  rank 0 posts a split-copy send and stops
+ *       itself (SIGSTOP); rank 1 posts the receive (it answers the request
+ *       and waits for rank 0's half) and shuts its communicator down, which
+ *       gives up at its deadline. Rank 1 then destroys the communicator and
+ *       rank 0 resumes (SIGCONT) 100 ms into the destroy, so its report on
+ *       the half it wrote comes while the destroy closes the endpoints: the
+ *       answer to it must not open a new endpoint, which nothing would close
+ *       and whose error handler would point into the freed communicator
+ *       (rank 1 crashed once rank 0 exited). `late`: rank 0 resumes only
+ *       after the destroy returned, which must not have waited the deadline
+ *       again. Either way, once the receive's request ends (orphaned), its
+ *       registration must deregister (it stayed P2P_ERR_BUSY for good).
+ */
+#include "mp_common.h"
+#include "mp_scenarios.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace mp {
+
+void run_cma_split_destroy(int argc, char **argv) {
+    const bool late = argc > 0 && std::strcmp(argv[0], "late") == 0;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-split-destroy");
+    MP_CHECK(r.size() == 2, "cma-split-destroy needs 2 ranks");
+    const char *t = std::getenv("P2P_PEER_TIMEOUT_MS");
+    const double peer_timeout_s = (t != nullptr ? std::atof(t) : 3000.0) / 1000;
+    const size_t kLen = size_t(4) << 20;  // above P2P_CMA_SPLIT
+    RegBuf big(r.ctx(), kLen, 0, Alloc::heap);
+    RegBuf small(r.ctx(), 16, 0);
+    if (r.rank() == 0) {
+        send_pid_await_go(r.comm(), small);
+        MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
+        std::raise(SIGSTOP);  // rank 1 lets us go on
+        // Its receiver left: the send ends one way or another, once.
+        collect(r.comm(), {{true, 1, 2, kLen, 0}}, 30,
+                [](const Xfer &, const p2p_completion_t &) {});
+        r.barrier();
+    } else {
+        const pid_t pid = await_pid_send_go(r.comm(), small);
+        wait_stopped(pid);
+        MP_OK(p2p_comm_recv(r.comm(), 0, 2, big.data(), kLen, big.mem(), ctx_of(0)));
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 300).empty(),
+                 "the receive completed although the sender is stopped");
+        MP_OK(p2p_comm_shutdown(r.comm()));  // gives up at its deadline
+        MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 0).empty(),
+                 "the split receive completed while its sender is stopped");
+        Clock::time_point t0 = Clock::now();
+        std::thread resume;
+        if (!late) {
+            resume = std::thread([pid] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                kill(pid, SIGCONT);
+            });
+        }
+        r.destroy_comm();
+        const double took = seconds_since(t0);
+        say("destroy took %.2f s", took);
+        if (late) {
+            MP_CHECK(took < 2 * peer_timeout_s + 1, "destroy took %.2f s: it waited "
+                     "again for what shutdown gave up on", took);
+            kill(pid, SIGCONT);
+        } else {
+            resume.join();
+        }
+        p2p_status_t st;
+        Clock::time_point t1 = Clock::now();
+        while ((st = p2p_mem_deregister(big.mem())) == P2P_ERR_BUSY) {
+            MP_CHECK(seconds_since(t1) < 20, "the registration of the receive the "
+                     "destroyed communicator left behind stays busy");
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        MP_OK(st);
+        say("registration released after %.2f s", seconds_since(t1));
+        r.barrier();  // rank 0's send ended: it leaves now
+    }
+    if (r.rank() == 1) {
+        // An endpoint left open would now report rank 0's exit to a
+        // communicator that is gone.
+        std::this_thread::sleep_for(std::chrono::duration<double>(3 * peer_timeout_s + 0.5));
+    }
+    small.release();
+    say("cma-split-destroy ok");
+    r.finish();
+}
+
+} // namespace mp
