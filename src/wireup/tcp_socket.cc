@@ -170,6 +170,15 @@ void set_nodelay(int fd) {
     (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+/** Connected to itself: its own address is its peer's. */
+bool self_connected(int fd) {
+    sockaddr_in me = {}, peer = {};
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+    return ::getsockname(fd, reinterpret_cast<sockaddr *>(&me), &ml) == 0 &&
+           ::getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &pl) == 0 &&
+           me.sin_port == peer.sin_port && me.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
 } // namespace
 
 int tcp_listen(const in_addr &ip, uint16_t port, Fd *out) {
@@ -195,10 +204,16 @@ int tcp_listen(const in_addr &ip, uint16_t port, Fd *out) {
     return 0;
 }
 
-Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err) {
+Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err,
+               const sockaddr_in *from) {
     Fd fd;
     *err = make_socket(&fd);
     if (*err != 0) {
+        return Io::ERROR;
+    }
+    if (from != nullptr &&
+        ::bind(fd.get(), reinterpret_cast<const sockaddr *>(from), sizeof(*from)) != 0) {
+        *err = errno;
         return Io::ERROR;
     }
     int rc;
@@ -227,6 +242,10 @@ Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err) {
             *err = soerr;
             return Io::ERROR;
         }
+    }
+    if (self_connected(fd.get())) {
+        *err = ECONNREFUSED;  // our own hello would come back as the answer
+        return Io::ERROR;
     }
     set_nodelay(fd.get());
     *out = std::move(fd);

@@ -91,8 +91,13 @@ int wait_fd(int fd, short events, const Deadline &dl);
  *  Returns 0 or an errno (EADDRINUSE, ...). */
 int tcp_listen(const in_addr &ip, uint16_t port, Fd *out);
 
-/** Non-blocking connect with a deadline; TCP_NODELAY set. */
-Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err);
+/** Non-blocking connect with a deadline; TCP_NODELAY set. A socket that
+ *  connected to itself (Linux's simultaneous open when nothing listens on
+ *  a local port the kernel also picked as our source port) is refused:
+ *  Io::ERROR with ECONNREFUSED, so the caller retries as if nobody
+ *  listened. from: bind to it first (tests; nullptr: the kernel picks). */
+Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err,
+               const sockaddr_in *from = nullptr);
 
 /** Accept one connection (non-blocking, close-on-exec, TCP_NODELAY).
  *  Returns 0 or an errno (EAGAIN when none is pending). */
