@@ -183,10 +183,7 @@ TEST_F(BootstrapTcp, PortRangeScanSkipsBusyAndSilentPorts) {
 /** Connect to rank 0 (retrying while it starts), send raw bytes, return
  *  the first frame's type (REJECT text in *text) or -1 for EOF/error. */
 int stray(uint16_t port, const std::vector<uint8_t> &bytes, std::string *text) {
-    sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in sa = wtest::loopback(port);
     tcp::Deadline dl(5000);
     tcp::Fd fd;
     int err = 0;
@@ -256,10 +253,7 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
     EXPECT_EQ(reject, stray(port, hello_frame(1, n, token_), &text));
     EXPECT_NE(std::string::npos, text.find("already connected")) << text;
     // A connection that never says hello, held open during the whole job.
-    sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in sa = wtest::loopback(port);
     tcp::Fd mute;
     int err = 0;
     ASSERT_EQ(tcp::Io::OK, tcp::tcp_connect(sa, tcp::Deadline(2000), &mute, &err));
@@ -278,10 +272,7 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
 TEST(TcpSocket, ConnectionToItselfIsRefused) {
     uint16_t port = wtest::free_port_block(2);
     ASSERT_NE(0, port);
-    sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_in sa = wtest::loopback(port);
     tcp::Fd fd;
     int err = 0;
     EXPECT_EQ(tcp::Io::ERROR, tcp::tcp_connect(sa, tcp::Deadline(2000), &fd, &err, &sa));

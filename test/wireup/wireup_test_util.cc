@@ -88,6 +88,14 @@ uint64_t now_ms() {
             .count());
 }
 
+sockaddr_in loopback(uint16_t port) {
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return sa;
+}
+
 int listen_any(uint16_t port, ucxp2p::tcp::Fd *out) {
     in_addr any;
     any.s_addr = htonl(INADDR_ANY);

@@ -47,6 +47,9 @@ constexpr int kSignaled = 201;
 
 inline int code(p2p_status_t st) { return -static_cast<int>(st); }
 
+/** 127.0.0.1:port. */
+sockaddr_in loopback(uint16_t port);
+
 /** Listens on every address at port (a stranger, or a launcher's store);
  *  0 or an errno, as tcp::tcp_listen. */
 int listen_any(uint16_t port, ucxp2p::tcp::Fd *out);
