@@ -53,6 +53,8 @@ private:
                                   std::vector<std::vector<uint8_t>> *all_p);
     /** Rank 0: tell every rank, mark failed, return st. */
     p2p_status_t root_fail(p2p_status_t st, const std::string &why);
+    /** Rank 0, every blob of op in: fail the job if a rank gave up on it. */
+    p2p_status_t root_check_gave_up(const std::string &op);
     /** Rank > 0: read the frame rank 0 sent instead of what we expected. */
     p2p_status_t client_read_abort(const Deadline &dl);
     uint64_t all_max() const {
@@ -161,6 +163,41 @@ p2p_status_t TcpBootstrap::allgather(const std::vector<uint8_t> &mine,
     }
 }
 
+p2p_status_t TcpBootstrap::root_check_gave_up(const std::string &op) {
+    // Every rank sent its blob and now waits for the result, so nothing
+    // else can follow it: whatever is readable is the abort of a rank that
+    // gave up waiting (rank 0 came after its deadline), or its leaving.
+    // Answering the others would split the job's outcome.
+    std::vector<pollfd> pfds;
+    for (uint32_t r = 1; r < cfg_.size; ++r) {
+        pfds.push_back({rv_.peers[r].get(), POLLIN, 0});
+    }
+    int rc;
+    do {
+        rc = ::poll(pfds.data(), pfds.size(), 0);
+    } while (rc < 0 && errno == EINTR);
+    for (uint32_t i = 0; rc > 0 && i < pfds.size(); ++i) {
+        if (pfds[i].revents == 0) {
+            continue;
+        }
+        const std::string from = "rank " + std::to_string(i + 1);
+        Header hdr;
+        std::vector<uint8_t> payload;
+        int err = 0;
+        FrameResult fr = frame_read(pfds[i].fd, Deadline(kAbortSendMs), kMaxControl, &hdr,
+                                    &payload, &err);
+        if (fr == FrameResult::OK && hdr.type == static_cast<uint16_t>(Msg::ABORT)) {
+            p2p_status_t st;
+            std::string why;
+            abort_decode(payload.data(), payload.size(), &st, &why);
+            return root_fail(P2P_ERR_BOOTSTRAP, from + " aborted the job: " + why);
+        }
+        return root_fail(P2P_ERR_BOOTSTRAP, from + " left or broke the protocol in " + op +
+                                                " (" + frame_result_string(fr) + ")");
+    }
+    return P2P_OK;
+}
+
 p2p_status_t TcpBootstrap::root_allgather(
     const std::vector<uint8_t> &mine, std::vector<std::vector<uint8_t>> *all_p) {
     Deadline dl(cfg_.timeout_ms);
@@ -249,6 +286,10 @@ p2p_status_t TcpBootstrap::root_allgather(
             ++ngot;
         }
     }
+    p2p_status_t st = root_check_gave_up(op);
+    if (st != P2P_OK) {
+        return st;
+    }
     std::vector<uint8_t> f = frame_encode(Msg::ALL, all_encode(seq_, blobs));
     for (uint32_t r = 1; r < cfg_.size; ++r) {
         int err = 0;
@@ -292,10 +333,12 @@ p2p_status_t TcpBootstrap::client_allgather(
                                 &hdr, &payload, &err);
     if (fr == FrameResult::TIMEOUT) {
         failed_ = true;
-        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u waited %llu ms for the "
-                "result of allgather %llu from rank 0", cfg_.rank,
-                static_cast<unsigned long long>(cfg_.timeout_ms),
-                static_cast<unsigned long long>(seq_));
+        const std::string why = "rank " + std::to_string(cfg_.rank) + " waited " +
+                                std::to_string(cfg_.timeout_ms) +
+                                " ms for the result of allgather " + std::to_string(seq_);
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s from rank 0", why.c_str());
+        // Rank 0 may come yet: it must not answer the others as if all went well.
+        abort_send(fd, P2P_ERR_TIMEOUT, why, kAbortSendMs);
         return P2P_ERR_TIMEOUT;
     }
     if (fr == FrameResult::OK && hdr.type == static_cast<uint16_t>(Msg::ABORT)) {

@@ -306,21 +306,25 @@ TEST_F(BootstrapTcp, MissingRankTimesOut) {
     EXPECT_LT(dt, 8000u);
 }
 
-TEST_F(BootstrapTcp, RankMissingFromCollectiveTimesOut) {
+/** A 3-rank job (deadline 1200 ms) in which rank `late` enters its first
+ *  barrier 2.5 s after the others. Each rank's exit code: the others' the
+ *  status of their barrier (which must take about the deadline), the late
+ *  rank's what late_check returns after its own barrier. */
+std::vector<int> run_late_barrier(const std::string &token, uint32_t late,
+                                  int (*late_check)(Bootstrap &, p2p_status_t)) {
     const uint32_t n = 3;
     uint16_t port = wtest::free_port_block(1);
     std::vector<int> pids;
     for (uint32_t r = 0; r < n; ++r) {
-        pids.push_back(wtest::spawn(job_env(r, n, port, "1200", token_), [r] {
+        pids.push_back(wtest::spawn(job_env(r, n, port, "1200", token), [=] {
             std::unique_ptr<Bootstrap> b;
             p2p_status_t st = bootstrap_create(P2P_BOOTSTRAP_TCP, &b);
             if (st != P2P_OK) {
                 return 100 + code(st);
             }
-            if (r == 2) {  // busy elsewhere past the deadline
+            if (r == late) {  // busy elsewhere past the deadline
                 std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-                st = b->barrier();
-                return st == P2P_OK ? wtest::kCheckFailed : 0;
+                return late_check(*b, b->barrier());
             }
             uint64_t t = wtest::now_ms();
             st = b->barrier();
@@ -329,10 +333,35 @@ TEST_F(BootstrapTcp, RankMissingFromCollectiveTimesOut) {
             return code(st);
         }));
     }
-    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    return wtest::wait_all(pids, kWaitMs);
+}
+
+TEST_F(BootstrapTcp, RankMissingFromCollectiveTimesOut) {
+    std::vector<int> codes = run_late_barrier(token_, 2, [](Bootstrap &, p2p_status_t st) {
+        return st == P2P_OK ? wtest::kCheckFailed : 0;
+    });
     EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]);
     EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[1]);
     EXPECT_EQ(0, codes[2]);
+}
+
+// And when rank 0 is the late one: the others give up at their deadline
+// and say so, and rank 0, arriving after it, must fail that collective too
+// (it used to succeed on the blobs already queued: a split outcome) -- and
+// the next one at once, not after its own deadline.
+TEST_F(BootstrapTcp, LateRankZeroFailsTheCollectiveTheOthersGaveUpOn) {
+    std::vector<int> codes = run_late_barrier(token_, 0, [](Bootstrap &b, p2p_status_t st) {
+        if (st != P2P_ERR_BOOTSTRAP) {
+            return st == P2P_OK ? wtest::kCheckFailed : 110 + code(st);
+        }
+        uint64_t t = wtest::now_ms();
+        CHILD_CHECK(b.barrier() == P2P_ERR_BOOTSTRAP);
+        CHILD_CHECK(wtest::now_ms() - t < 1000);
+        return 0;
+    });
+    EXPECT_EQ(0, codes[0]) << "rank 0";
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[1]);
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[2]);
 }
 
 /** Ranks 0..n-1 create the job; `victim` then leaves (exit, or abort()),
