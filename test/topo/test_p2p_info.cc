@@ -54,6 +54,8 @@ TEST(P2pInfo, BadArgumentsExitTwoWithAMessage) {
         Result r = run(args);
         EXPECT_EQ(2, r.status) << args << "\n" << r.out;
         EXPECT_NE(std::string::npos, r.out.find("p2p_info: ")) << args << "\n" << r.out;
+        // Refused before the report starts, not after half of it.
+        EXPECT_EQ(std::string::npos, r.out.find("== build")) << args << "\n" << r.out;
     }
 }
 

@@ -131,6 +131,35 @@ int main(int argc, char **argv) {
     if (rc != 0) {
         return rc < 0 ? 0 : rc;
     }
+    // The topology first: a usage error it reveals (a topology file that
+    // does not load, --local-rank past the local size) ends the run before
+    // anything is printed.
+    p2p_topo_h topo = nullptr;
+    p2p_status_t topo_st = p2p_topo_load(o.topology.empty() ? nullptr : o.topology.c_str(),
+                                         &topo);
+    long size = 1;
+    if (topo_st != P2P_OK && !o.topology.empty()) {
+        std::fprintf(stderr, "p2p_info: cannot load topology '%s': %s\n",
+                     o.topology.c_str(), p2p_status_string(topo_st));
+        return 2;
+    }
+    if (topo_st == P2P_OK) {
+        if (o.sysfs_set) {
+            p2p_topo_set_sysfs(topo, o.sysfs.c_str());
+        }
+        p2p_topo_info_t info{};
+        p2p_topo_query(topo, &info);
+        size = o.local_size > 0 ? o.local_size
+               : o.topology.empty() && env_local_size() > 0 ? env_local_size()
+               : info.num_gpus > 0 ? static_cast<long>(info.num_gpus) : 1;
+        if (o.local_rank >= size) {
+            std::fprintf(stderr, "p2p_info: --local-rank %ld is not below the local "
+                         "size %ld\n", o.local_rank, size);
+            p2p_topo_destroy(topo);
+            return 2;
+        }
+    }
+
     std::printf("== build\n");
     p2p_build_print(stdout);
 
@@ -146,43 +175,19 @@ int main(int argc, char **argv) {
     }
 
     std::printf("\n== topology\n");
-    p2p_topo_h topo = nullptr;
-    p2p_status_t st = p2p_topo_load(o.topology.empty() ? nullptr : o.topology.c_str(),
-                                    &topo);
     int exit_code = 0;
-    if (st != P2P_OK) {
-        std::printf("cannot load %s: %s\n",
-                    o.topology.empty() ? "the live topology" : o.topology.c_str(),
-                    p2p_status_string(st));
-        if (!o.topology.empty()) {
-            std::fprintf(stderr, "p2p_info: cannot load topology '%s': %s\n",
-                         o.topology.c_str(), p2p_status_string(st));
-            return 2;
-        }
+    if (topo_st != P2P_OK) {
+        std::printf("cannot load the live topology: %s\n", p2p_status_string(topo_st));
         exit_code = 1;
     } else {
-        if (o.sysfs_set) {
-            p2p_topo_set_sysfs(topo, o.sysfs.c_str());
-        }
         p2p_topo_print(topo, stdout);
-        p2p_topo_info_t info{};
-        p2p_topo_query(topo, &info);
-        long size = o.local_size > 0 ? o.local_size
-                    : o.topology.empty() && env_local_size() > 0 ? env_local_size()
-                    : info.num_gpus > 0 ? static_cast<long>(info.num_gpus) : 1;
-        if (o.local_rank >= size) {
-            std::fprintf(stderr, "p2p_info: --local-rank %ld is not below the local "
-                         "size %ld\n", o.local_rank, size);
-            p2p_topo_destroy(topo);
-            return 2;
-        }
         std::printf("\n== rail plan (%ld local rank%s)\n", size, size == 1 ? "" : "s");
         for (long r = 0; r < size; ++r) {
             if (o.local_rank >= 0 && r != o.local_rank) {
                 continue;
             }
-            st = p2p_topo_plan_print(topo, static_cast<uint32_t>(r),
-                                     static_cast<uint32_t>(size), stdout);
+            p2p_status_t st = p2p_topo_plan_print(topo, static_cast<uint32_t>(r),
+                                                  static_cast<uint32_t>(size), stdout);
             if (st != P2P_OK) {
                 std::printf("local rank %ld: no plan: %s (see the log above; check "
                             "P2P_RAILS / P2P_IB_GID_INDEX)\n", r, p2p_status_string(st));
