@@ -99,9 +99,10 @@ const ConfigVar kTable[] = {
      "UCX_MAX_RNDV_RAILS unless the user set those; p2p_info shows the plan."},
     {"P2P_HCA", "",
      "Restrict automatic rail choice to matching RDMA devices, as "
-     "NCCL_IB_HCA: comma-separated name prefixes (mlx5), '=' for an exact "
-     "name (=mlx5_bond_0), ':port' to pick a port, a leading '^' to exclude "
-     "instead. Empty: all devices."},
+     "NCCL_IB_HCA: comma-separated name prefixes (mlx5), '=' for exact "
+     "names (=mlx5_bond_0; before the list it applies to every entry), "
+     "':port' to pick a port, a leading '^' to exclude instead (^=mlx5_0,"
+     "mlx5_1). Empty: all devices."},
     {"P2P_IB_GID_INDEX", "auto",
      "RoCE GID index given to UCX (UCX_IB_GID_INDEX, unless set): auto "
      "picks RoCE v2 with an IPv4-mapped address, else RoCE v2 IPv6 (not "

@@ -265,6 +265,12 @@ bool hca_spec_match(const std::string &spec_in, const std::string &name,
     }
     bool exclude = spec_in[0] == '^';
     std::string spec = exclude ? spec_in.substr(1) : spec_in;
+    // '=' before the list (after any '^') makes every entry exact, as
+    // NCCL reads "==mlx5_0,mlx5_1" and "^=mlx5_0,mlx5_1".
+    const bool all_exact = !spec.empty() && spec[0] == '=';
+    if (all_exact) {
+        spec.erase(0, 1);
+    }
     bool hit = false;
     size_t pos = 0;
     while (pos <= spec.size() && !hit) {
@@ -273,8 +279,8 @@ bool hca_spec_match(const std::string &spec_in, const std::string &name,
                                                  ? std::string::npos
                                                  : comma - pos);
         pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-        bool exact = !entry.empty() && entry[0] == '=';
-        if (exact) {
+        bool exact = all_exact || (!entry.empty() && entry[0] == '=');
+        if (!entry.empty() && entry[0] == '=') {
             entry.erase(0, 1);
         }
         unsigned port = 0;

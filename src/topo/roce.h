@@ -73,9 +73,11 @@ p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
 
 /**
  * HCA spec as NCCL_IB_HCA: comma-separated entries, each a name prefix
- * ("mlx5"), an exact name with '=' first ("=mlx5_0"), optionally ":port";
- * a leading '^' makes the whole list an exclusion list. Empty spec matches
- * everything. port_p (optional) gets the port named for this device, or 0.
+ * ("mlx5"), optionally ":port"; a leading '^' makes the whole list an
+ * exclusion list, and a leading '=' (after any '^') makes every entry an
+ * exact name ("=mlx5_0,mlx5_1", "^=mlx5_0,mlx5_1"). An entry of its own may
+ * also start with '='. Empty spec matches everything. port_p (optional)
+ * gets the port named for this device, or 0.
  */
 bool hca_spec_match(const std::string &spec, const std::string &name,
                     unsigned *port_p = nullptr);

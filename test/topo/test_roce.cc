@@ -144,6 +144,14 @@ TEST(Roce, HcaSpecMatchesPrefixExactPortAndExclusion) {
     EXPECT_TRUE(hca_spec_match("mlx5_1", "mlx5_10"));      // prefix
     EXPECT_FALSE(hca_spec_match("=mlx5_1", "mlx5_10"));    // exact
     EXPECT_TRUE(hca_spec_match("=mlx5_1", "mlx5_1"));
+    // '=' before the list: every entry exact, as NCCL reads it.
+    EXPECT_FALSE(hca_spec_match("=mlx5_0,mlx5_1", "mlx5_10"));
+    EXPECT_TRUE(hca_spec_match("=mlx5_0,mlx5_1", "mlx5_1"));
+    EXPECT_TRUE(hca_spec_match("=mlx5_0,mlx5_1", "mlx5_0"));
+    EXPECT_TRUE(hca_spec_match("^=mlx5_0,mlx5_1", "mlx5_10"));
+    EXPECT_FALSE(hca_spec_match("^=mlx5_0,mlx5_1", "mlx5_1"));
+    EXPECT_TRUE(hca_spec_match("mlx5_0,=mlx5_1", "mlx5_01"));  // only the 2nd exact
+    EXPECT_FALSE(hca_spec_match("mlx5_0,=mlx5_1", "mlx5_10"));
     unsigned port = 9;
     EXPECT_TRUE(hca_spec_match("mlx5_0:2,mlx5_1:1", "mlx5_1", &port));
     EXPECT_EQ(1u, port);
