@@ -393,7 +393,8 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
 /**
  * Post a receive of at most length bytes from peer with tensor_id.
  * A longer message completes with P2P_ERR_TRUNCATED and nothing is written
- * past buffer + length. Into staged device memory (p2p_mem_register), a
+ * past buffer + length (its send completes P2P_OK, or P2P_ERR_TRUNCATED
+ * when it went by same-host single copy). Into staged device memory (p2p_mem_register), a
  * failed copy to the device completes the receive with P2P_ERR_TRANSPORT.
  * Errors: as p2p_comm_send.
  */

@@ -124,6 +124,7 @@ struct Rts {
     uint64_t region_off;
     uint64_t region_len;
 };
+static_assert(sizeof(Rts) == 80, "README.md gives the request's size");
 constexpr uint32_t kRtsMagic = 0x43524453;  // "SDRC"
 
 /** Receiver's answer (ACK, CTS) or the sender's WDONE: payload of a
