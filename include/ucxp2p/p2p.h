@@ -182,6 +182,19 @@ typedef struct {
  */
 p2p_status_t p2p_config_print(FILE *stream);
 
+/**
+ * The local rank and size a context created now would plan its rails (and a
+ * GPU choice made from them) for: from the environment, in this order,
+ * P2P_LOCAL_RANK/P2P_LOCAL_WORLD_SIZE, LOCAL_RANK/LOCAL_WORLD_SIZE,
+ * OMPI_COMM_WORLD_LOCAL_RANK/_SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS,
+ * SLURM_LOCALID with SLURM's task counts, PMIX_LOCAL_RANK/PMIX_LOCAL_SIZE
+ * (a pair is used only when both parse and rank < size). When none does,
+ * *local_rank and *local_size are 0 (a context then plans as rank 0 of 1). A
+ * context given p2p_config_t's local_rank plans for that instead.
+ * Errors: P2P_ERR_INVALID_PARAM if a pointer is NULL; P2P_ERR_NO_MEMORY.
+ */
+p2p_status_t p2p_local_rank_query(uint32_t *local_rank, uint32_t *local_size);
+
 /* ---------------------------------------------------------------- context */
 
 /**

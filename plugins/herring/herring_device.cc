@@ -103,7 +103,20 @@ int cuda_device_count() {
     return count;
 }
 
+uint32_t planned_local_rank() {
+    uint32_t rank = 0, size = 0;
+    return p2p_local_rank_query(&rank, &size) == P2P_OK && size > 0 ? rank : 0;
+}
+
 uint32_t env_local_rank() {
+    // The rail planner's own reading, so that the GPU and its NICs agree.
+    uint32_t rank = 0, size = 0;
+    if (p2p_local_rank_query(&rank, &size) == P2P_OK && size > 0) {
+        return rank;
+    }
+    // None it accepts (a launcher that sets a local rank alone, with no
+    // size): the GPU still follows that rank; the planner logged why it
+    // plans as rank 0 of 1.
     static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
                                        "MPI_LOCALRANKID", "LOCAL_RANK"};
     for (const char *v : vars) {

@@ -135,6 +135,7 @@ private:
     p2p_context_h ctx_ = nullptr;
     p2p_comm_h comm_ = nullptr;
     p2p_comm_info_t info_{};
+    uint32_t device_rank_ = 0;  // local rank the rail plan used (herringLocalDevice)
     std::deque<CompletionEntry> local_[2];
 };
 
@@ -170,6 +171,7 @@ void Runtime::initialize() {
     p2p_comm_h comm = nullptr;
     p2p_bootstrap_info_t binfo{};
     p2p_comm_info_t cinfo{};
+    uint32_t plan_local_rank = 0;
     const char *step = "joining the job (bootstrap)";
     p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &boot);
     if (st == P2P_OK) {
@@ -177,9 +179,10 @@ void Runtime::initialize() {
     }
     if (st == P2P_OK) {
         p2p_config_t cfg{};
+        plan_local_rank = planned_local_rank();
         if (log_rail_inputs(binfo)) {
             cfg.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
-            cfg.local_rank = binfo.local_rank;
+            cfg.local_rank = plan_local_rank = binfo.local_rank;
             cfg.local_size = binfo.local_size;
         }
         // The herring API is thread-safe (a thread may sit in a completion
@@ -222,6 +225,7 @@ void Runtime::initialize() {
     ctx_ = ctx;
     comm_ = comm;
     info_ = cinfo;
+    device_rank_ = plan_local_rank;
     state_ = State::kReady;
     log(P2P_LOG_INFO, "initialize: rank %u of %u (local %u of %u) through the %s bootstrap",
         cinfo.rank, cinfo.size, cinfo.local_rank, cinfo.local_size, binfo.name);
@@ -429,7 +433,7 @@ uint32_t Runtime::local_rank() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ == State::kReady) {
-            return info_.local_rank;
+            return device_rank_;  // what the rails were planned for
         }
     }
     return env_local_rank();

@@ -327,3 +327,19 @@ void rails_bind_this_thread(const char *what) {
 }
 
 } // namespace ucxp2p
+
+extern "C" p2p_status_t p2p_local_rank_query(uint32_t *local_rank, uint32_t *local_size) {
+    if (local_rank == nullptr || local_size == nullptr) {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    try {
+        ucxp2p::LocalRank lr =
+            ucxp2p::local_rank_detect([](const char *n) { return std::getenv(n); });
+        const bool found = !lr.source.empty();
+        *local_rank = found ? lr.rank : 0;
+        *local_size = found ? lr.size : 0;
+        return P2P_OK;
+    } catch (...) {  // the source's name did not fit in memory
+        return P2P_ERR_NO_MEMORY;
+    }
+}

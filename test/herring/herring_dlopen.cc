@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ static int fail(const char *what, const std::string &detail) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s SHIM.so SYMBOLS-FILE EXPECTED-DEVICES\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: %s SHIM.so SYMBOLS-FILE EXPECTED-DEVICES "
+                     "[EXPECTED-LOCAL-DEVICE]\n", argv[0]);
         return 2;
     }
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -63,8 +65,10 @@ int main(int argc, char **argv) {
     }
     auto local_device = reinterpret_cast<int (*)()>(dlsym(h, "_Z18herringLocalDevicev"));
     int dev = local_device();
-    if (dev != 0) {
-        return fail("herringLocalDevice before Initialize", std::to_string(dev));
+    const int want_dev = argc == 5 ? std::atoi(argv[4]) : 0;
+    if (dev != want_dev) {
+        return fail("herringLocalDevice before Initialize",
+                    std::to_string(dev) + ", want " + std::to_string(want_dev));
     }
     if (dlclose(h) != 0) {
         return fail("dlclose", dlerror());

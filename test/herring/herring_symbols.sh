@@ -45,4 +45,20 @@ if ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS-}" LD_PRELOAD=$san_rt P2P_HERRING
 else
     echo "FAIL: herring_dlopen"; failed=1
 fi
+# herringLocalDevice reads the local rank as the core's rail planner does
+# (p2p_local_rank_query), so that the GPU and its NICs agree: torchrun's
+# LOCAL_RANK inside an mpirun task before OMPI's, P2P_LOCAL_RANK first.
+# (No GPU: the device is the local rank; see herring_env.sh.)
+for case in "2 LOCAL_RANK=2 LOCAL_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=5 OMPI_COMM_WORLD_LOCAL_SIZE=8" \
+            "3 P2P_LOCAL_RANK=3 P2P_LOCAL_WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4"; do
+    set -- $case
+    want=$1; shift
+    if env ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS-}" LD_PRELOAD=$san_rt \
+        P2P_HERRING_SYSFS_ROOT=$tmp/ib "$@" \
+        timeout 60 "$dlopen_prog" "$shim" "$symbols" mlx5_0,mlx5_1 "$want" >/dev/null; then
+        echo "PASS: herringLocalDevice $want with $*"
+    else
+        echo "FAIL: herringLocalDevice with $* (want $want)"; failed=1
+    fi
+done
 exit $failed

@@ -199,6 +199,39 @@ TEST(ApiContext, MisspelledNameWarnsAtTheContextsLogLevel) {
         "default contexts done\n$");
 }
 
+// The local rank the rail planner reads, for callers that pick a GPU from
+// it (the herring shim): innermost launcher first, a pair only when both
+// parse, 0 of 0 when none names it.
+TEST(ApiContext, LocalRankQueryReadsThePlannersVariables) {
+    uint32_t rank = 99, size = 99;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_local_rank_query(nullptr, &size));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_local_rank_query(&rank, nullptr));
+    EnvGuard a("P2P_LOCAL_RANK", nullptr), b("P2P_LOCAL_WORLD_SIZE", nullptr),
+        c("LOCAL_RANK", nullptr), d("LOCAL_WORLD_SIZE", nullptr),
+        e("OMPI_COMM_WORLD_LOCAL_RANK", "5"), f("OMPI_COMM_WORLD_LOCAL_SIZE", "8"),
+        g("MPI_LOCALRANKID", nullptr), h("SLURM_LOCALID", nullptr),
+        i("PMIX_LOCAL_RANK", nullptr);
+    ASSERT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+    EXPECT_EQ(5u, rank);
+    EXPECT_EQ(8u, size);
+    {
+        EnvGuard lr("LOCAL_RANK", "2"), lws("LOCAL_WORLD_SIZE", "4");  // torchrun in mpirun
+        ASSERT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+        EXPECT_EQ(2u, rank);
+        EXPECT_EQ(4u, size);
+        EnvGuard pr("P2P_LOCAL_RANK", "3"), pws("P2P_LOCAL_WORLD_SIZE", "4");
+        ASSERT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+        EXPECT_EQ(3u, rank);
+        EnvGuard bad("P2P_LOCAL_WORLD_SIZE", "3");  // rank 3 of 3: skipped
+        ASSERT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+        EXPECT_EQ(2u, rank);
+    }
+    EnvGuard none1("OMPI_COMM_WORLD_LOCAL_RANK", nullptr);
+    ASSERT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+    EXPECT_EQ(0u, rank);
+    EXPECT_EQ(0u, size) << "no variable names the local rank";
+}
+
 // A transport list naming nothing this machine has: a distinct status, so
 // a caller can tell a misconfiguration from a failure of UCX itself.
 TEST(ApiContext, NoUsableTransportIsNoDevice) {
