@@ -241,7 +241,7 @@ p2p_status_t resolve_names(const std::vector<Nic> &all, const std::string &list,
                     "(known: %s)", var, name.c_str(), known.c_str());
             return P2P_ERR_INVALID_PARAM;
         }
-        out->push_back(PlannedNic{*it, port == 0 ? 1u : port});
+        out->push_back(PlannedNic{*it, port == 0 ? 1u : port, false, port != 0});
     }
     if (out->empty()) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: %s='%s' names no device", var, list.c_str());
@@ -274,12 +274,22 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
         if (ports.empty()) {
             continue;
         }
-        bool named = std::find(ports.begin(), ports.end(), p.port) != ports.end();
-        if (!named || !roce_port_active(in.sysfs_root, p.nic.name, p.port)) {
+        bool exists = std::find(ports.begin(), ports.end(), p.port) != ports.end();
+        if (exists && p.port_named) {
+            // UCX is given this port: the GID must be this port's too.
+            if (!roce_port_active(in.sysfs_root, p.nic.name, p.port)) {
+                plan->notes.push_back(p.ucx_name() + " is not active; kept as named");
+            }
+        } else if (!exists || !roce_port_active(in.sysfs_root, p.nic.name, p.port)) {
             auto act = std::find_if(ports.begin(), ports.end(), [&](unsigned q) {
                 return roce_port_active(in.sysfs_root, p.nic.name, q);
             });
+            unsigned was = p.port;
             p.port = act != ports.end() ? *act : ports.front();
+            if (p.port_named) {
+                plan->notes.push_back(p.nic.name + " has no port " + std::to_string(was) +
+                                      "; using port " + std::to_string(p.port));
+            }
         }
         if (roce_link_layer(in.sysfs_root, p.nic.name, p.port) != "Ethernet") {
             continue;
@@ -430,7 +440,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             }
             for (const Nic &n : all) {
                 if (n.name == name || name == "all") {
-                    plan.nics.push_back(PlannedNic{n, port == 0 ? 1u : port});
+                    plan.nics.push_back(PlannedNic{n, port == 0 ? 1u : port, false, port != 0});
                 }
             }
         }
@@ -518,7 +528,8 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 }
             }
             for (size_t i : pick) {
-                plan.nics.push_back(PlannedNic{cands[i], ports[i] == 0 ? 1u : ports[i]});
+                plan.nics.push_back(
+                    PlannedNic{cands[i], ports[i] == 0 ? 1u : ports[i], false, ports[i] != 0});
             }
             plan.reason = (rails_count ? "P2P_RAILS=" + in.rails + "; " : "") + r.reason;
             if (from_sysfs) {

@@ -61,6 +61,7 @@ struct PlannedNic {
     Nic nic;
     unsigned port = 1;
     bool tcp = false;   /**< a network interface (UCX tcp), not an rdma port */
+    bool port_named = false;  /**< the user named the port: not moved to an active one */
     std::string ucx_name() const {
         return tcp ? nic.name : nic.name + ":" + std::to_string(port);
     }

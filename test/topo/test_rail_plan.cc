@@ -384,6 +384,35 @@ TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
 }
 
+// A port the user names stays, down or not (UCX is given it, so the GID is
+// that port's); only a port the device lacks is replaced, with a note.
+TEST(RailPlan, NamedRocePortIsKept) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    TempDir d;
+    add_port(d, "mlx5_0", 1, "Ethernet", "1: DOWN");
+    add_gid(d, "mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "eth1");
+    add_port(d, "mlx5_0", 2, "Ethernet", "4: ACTIVE");
+    add_gid(d, "mlx5_0", 2, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "eth2");
+    PlanInput in = input(0, 1);
+    in.sysfs_root = d.path();
+    in.rails = "mlx5_0:1";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1"}), names(p));
+    EXPECT_EQ(2, p.gid.index) << "the named port's GID";
+    bool noted = false;
+    for (const std::string &n : p.notes) noted |= n == "mlx5_0:1 is not active; kept as named";
+    EXPECT_TRUE(noted);
+    in.rails = "mlx5_0:7";
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
+    noted = false;
+    for (const std::string &n : p.notes) noted |= n == "mlx5_0 has no port 7; using port 2";
+    EXPECT_TRUE(noted);
+    in.rails = "mlx5_0";  // no port named: the active one
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
+}
+
 #endif // HAVE_HWLOC
 
 TEST(RailPlan, SysfsDevicesAreUsedWhenHwlocSeesNone) {
