@@ -266,6 +266,7 @@ void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
 /** Ports and RoCE GID from sysfs for the planned NICs. */
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
+    std::vector<std::string> no_gid;  // RoCE rails without a usable GID
     for (PlannedNic &p : plan->nics) {
         if (p.tcp) {
             continue;
@@ -299,8 +300,7 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
             c.index = static_cast<int>(gid_override);
             c.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
         } else if (roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &c) != P2P_OK) {
-            plan->notes.push_back("roce " + p.ucx_name() +
-                                  ": no usable gid found; UCX keeps its default");
+            no_gid.push_back(p.ucx_name());
             continue;
         }
         if (plan->gid.index < 0) {
@@ -312,6 +312,16 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                                   " but UCX_IB_GID_INDEX is global; using " +
                                   std::to_string(plan->gid.index));
         }
+    }
+    // The index is one for every device: one chosen for another rail
+    // applies to these too.
+    for (const std::string &name : no_gid) {
+        plan->notes.push_back(
+            "roce " + name + ": no usable gid found; " +
+            (plan->gid.index < 0 ? std::string("UCX keeps its default")
+                                 : "UCX_IB_GID_INDEX=" + std::to_string(plan->gid.index) +
+                                       " (global, from " + plan->gid.reason +
+                                       ") applies to it too"));
     }
 }
 

@@ -384,6 +384,34 @@ TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
 }
 
+// UCX_IB_GID_INDEX is one for all devices: a RoCE rail with no usable GID
+// of its own gets the index chosen for another, and the note says so.
+TEST(RailPlan, RoceRailWithoutGidIsToldTheGlobalIndex) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    TempDir d;
+    add_port(d, "mlx5_0", 1, "Ethernet", "4: ACTIVE");
+    add_gid(d, "mlx5_0", 1, 0, "fe80:0000:0000:0000:0000:0000:0000:0001", "RoCE v2", "eth1");
+    add_port(d, "mlx5_1", 1, "Ethernet", "4: ACTIVE");
+    add_gid(d, "mlx5_1", 1, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "eth2");
+    PlanInput in = input(0, 1);
+    in.sysfs_root = d.path();
+    in.rails = "mlx5_0,mlx5_1";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
+    auto note_about = [](const RailPlan &rp) {
+        for (const std::string &n : rp.notes) {
+            if (n.rfind("roce mlx5_0:1: no usable gid found; ", 0) == 0) return n;
+        }
+        return std::string();
+    };
+    EXPECT_EQ(0u, note_about(p).find("roce mlx5_0:1: no usable gid found; UCX_IB_GID_INDEX=3 "
+                                     "(global, from mlx5_1:1")) << note_about(p);
+    in.rails = "mlx5_0";  // alone: no index is set
+    p = plan_ok(m, in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("roce mlx5_0:1: no usable gid found; UCX keeps its default", note_about(p));
+}
+
 // A port the user names stays, down or not (UCX is given it, so the GID is
 // that port's); only a port the device lacks is replaced, with a note.
 TEST(RailPlan, NamedRocePortIsKept) {
