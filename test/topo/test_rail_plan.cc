@@ -384,32 +384,40 @@ TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
 }
 
+/** One RoCE port (ACTIVE unless state says otherwise) with one GID. */
+void add_roce_port(const TempDir &d, const char *dev, unsigned port, unsigned gid_index,
+                   const char *gid, const char *state = "4: ACTIVE") {
+    add_port(d, dev, port, "Ethernet", state);
+    add_gid(d, dev, port, gid_index, gid, "RoCE v2", "eth" + std::to_string(port));
+}
+
+/** The first note that starts with prefix, else "". */
+std::string note_starting(const RailPlan &p, const std::string &prefix) {
+    for (const std::string &n : p.notes) {
+        if (n.rfind(prefix, 0) == 0) return n;
+    }
+    return std::string();
+}
+
 // UCX_IB_GID_INDEX is one for all devices: a RoCE rail with no usable GID
 // of its own gets the index chosen for another, and the note says so.
 TEST(RailPlan, RoceRailWithoutGidIsToldTheGlobalIndex) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     TempDir d;
-    add_port(d, "mlx5_0", 1, "Ethernet", "4: ACTIVE");
-    add_gid(d, "mlx5_0", 1, 0, "fe80:0000:0000:0000:0000:0000:0000:0001", "RoCE v2", "eth1");
-    add_port(d, "mlx5_1", 1, "Ethernet", "4: ACTIVE");
-    add_gid(d, "mlx5_1", 1, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "eth2");
+    add_roce_port(d, "mlx5_0", 1, 0, "fe80:0000:0000:0000:0000:0000:0000:0001");
+    add_roce_port(d, "mlx5_1", 1, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002");
     PlanInput in = input(0, 1);
     in.sysfs_root = d.path();
     in.rails = "mlx5_0,mlx5_1";
     RailPlan p = plan_ok(m, in);
     EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
-    auto note_about = [](const RailPlan &rp) {
-        for (const std::string &n : rp.notes) {
-            if (n.rfind("roce mlx5_0:1: no usable gid found; ", 0) == 0) return n;
-        }
-        return std::string();
-    };
-    EXPECT_EQ(0u, note_about(p).find("roce mlx5_0:1: no usable gid found; UCX_IB_GID_INDEX=3 "
-                                     "(global, from mlx5_1:1")) << note_about(p);
+    const std::string prefix = "roce mlx5_0:1: no usable gid found; ";
+    EXPECT_EQ(0u, note_starting(p, prefix).find(prefix + "UCX_IB_GID_INDEX=3 (global, from "
+                                                "mlx5_1:1")) << note_starting(p, prefix);
     in.rails = "mlx5_0";  // alone: no index is set
     p = plan_ok(m, in);
     EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
-    EXPECT_EQ("roce mlx5_0:1: no usable gid found; UCX keeps its default", note_about(p));
+    EXPECT_EQ(prefix + "UCX keeps its default", note_starting(p, prefix));
 }
 
 // A port the user names stays, down or not (UCX is given it, so the GID is
@@ -417,25 +425,19 @@ TEST(RailPlan, RoceRailWithoutGidIsToldTheGlobalIndex) {
 TEST(RailPlan, NamedRocePortIsKept) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     TempDir d;
-    add_port(d, "mlx5_0", 1, "Ethernet", "1: DOWN");
-    add_gid(d, "mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "RoCE v2", "eth1");
-    add_port(d, "mlx5_0", 2, "Ethernet", "4: ACTIVE");
-    add_gid(d, "mlx5_0", 2, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002", "RoCE v2", "eth2");
+    add_roce_port(d, "mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "1: DOWN");
+    add_roce_port(d, "mlx5_0", 2, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002");
     PlanInput in = input(0, 1);
     in.sysfs_root = d.path();
     in.rails = "mlx5_0:1";
     RailPlan p = plan_ok(m, in);
     EXPECT_EQ((std::vector<std::string>{"mlx5_0:1"}), names(p));
     EXPECT_EQ(2, p.gid.index) << "the named port's GID";
-    bool noted = false;
-    for (const std::string &n : p.notes) noted |= n == "mlx5_0:1 is not active; kept as named";
-    EXPECT_TRUE(noted);
+    EXPECT_EQ("mlx5_0:1 is not active; kept as named", note_starting(p, "mlx5_0:1 is"));
     in.rails = "mlx5_0:7";
     p = plan_ok(m, in);
     EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
-    noted = false;
-    for (const std::string &n : p.notes) noted |= n == "mlx5_0 has no port 7; using port 2";
-    EXPECT_TRUE(noted);
+    EXPECT_EQ("mlx5_0 has no port 7; using port 2", note_starting(p, "mlx5_0 has no"));
     in.rails = "mlx5_0";  // no port named: the active one
     p = plan_ok(m, in);
     EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
