@@ -103,7 +103,7 @@ std::vector<std::string> split_lines(const std::string &text) {
 
 P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
                const std::vector<std::string> &env, const std::vector<std::string> &unset,
-               int stdout_fd) {
+               int stdout_fd, const std::vector<int> &ignored) {
     static int seq = 0;
     ++seq;
     out_path_ = dir.file("p2prun.out." + std::to_string(seq));
@@ -135,8 +135,16 @@ P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
         for (const auto &u : unset) {
             ::unsetenv(u.c_str());
         }
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
+        // The signals p2prun handles start at their defaults, whatever the
+        // test runner inherited (under nohup or a script's `&`, p2prun keeps
+        // ignoring what it was started ignoring), then those the test wants
+        // ignored.
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2}) {
+            signal(sig, SIG_DFL);
+        }
+        for (int sig : ignored) {
+            signal(sig, SIG_IGN);
+        }
         ::execv(argv[0], argv.data());
         ::_exit(251);
     }

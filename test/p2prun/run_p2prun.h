@@ -41,9 +41,12 @@ public:
     // args: p2prun's arguments (without argv[0]); env: extra NAME=VALUE set
     // (or NAME= with empty value) in p2prun's environment; unset: names removed.
     // stdout_fd: p2prun's stdout when >= 0 (Result::out is empty then).
+    // p2prun starts with the signals it handles at their defaults, except
+    // those in ignored (SIG_IGN).
     P2prun(const TempDir &dir, const std::vector<std::string> &args,
            const std::vector<std::string> &env = {},
-           const std::vector<std::string> &unset = {}, int stdout_fd = -1);
+           const std::vector<std::string> &unset = {}, int stdout_fd = -1,
+           const std::vector<int> &ignored = {});
     ~P2prun();
     P2prun(const P2prun &) = delete;
     P2prun &operator=(const P2prun &) = delete;

@@ -219,11 +219,7 @@ TEST(P2prunSignalIgnored, HangupIgnoredAtStartStaysIgnoredForTheJob) {
     TempDir dir;
     std::string script = "touch " + dir.path() + "/ready.$RANK; while [ ! -e " + dir.path() +
                          "/go ]; do sleep 0.05; done; kill -HUP $$; echo survived";
-    struct sigaction ign {}, old {};
-    ign.sa_handler = SIG_IGN;
-    ASSERT_EQ(0, ::sigaction(SIGHUP, &ign, &old));
-    P2prun p(dir, {"-n", "2", "sh", "-c", script});
-    ::sigaction(SIGHUP, &old, nullptr);
+    P2prun p(dir, {"-n", "2", "sh", "-c", script}, {}, {}, -1, {SIGHUP});
     ASSERT_TRUE(wait_for_files({dir.file("ready.0"), dir.file("ready.1")}, 10));
     ASSERT_EQ(0, ::kill(p.pid(), SIGHUP));
     ::usleep(200 * 1000);  // p2prun would have acted on it by now
