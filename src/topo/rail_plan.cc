@@ -406,6 +406,20 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 "a number", in.gid_index.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
+    {
+        // P2P_HCA entries: [=]name[:port], the port 1..255 when given.
+        std::string spec = in.hca;
+        if (!spec.empty() && spec[0] == '^') spec.erase(0, 1);
+        for (const std::string &e : split(spec, ',')) {
+            std::string name;
+            unsigned port;
+            if (!e.empty() && !split_port(e[0] == '=' ? e.substr(1) : e, &name, &port)) {
+                P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_HCA='%s': entry '%s' is not "
+                        "[=]name[:port] with a port in 1..255", in.hca.c_str(), e.c_str());
+                return P2P_ERR_INVALID_PARAM;
+            }
+        }
+    }
     if (in.gpu >= static_cast<int>(m.gpus.size())) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: gpu %d requested, machine has %zu",
                 in.gpu, m.gpus.size());
@@ -455,7 +469,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             }
         }
         plan.reason = "UCX_NET_DEVICES=" + *user_nd + " set by the user";
-        if (!rails_auto && !rails_count) {
+        if (!rails_auto) {
             plan.notes.push_back("P2P_RAILS=" + in.rails +
                                  " ignored: UCX_NET_DEVICES is set");
         } else if (!in.smddp_devices.empty()) {
@@ -463,6 +477,9 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             // device name goes unnoticed.
             plan.notes.push_back("SMDATAPARALLEL_DEVICE_NAME=" + in.smddp_devices +
                                  " ignored: UCX_NET_DEVICES is set");
+        }
+        if (!in.hca.empty()) {
+            plan.notes.push_back("P2P_HCA=" + in.hca + " ignored: UCX_NET_DEVICES is set");
         }
     } else if (!rails_auto && !rails_count) {
         st = resolve_names(all, in.rails, "P2P_RAILS", &plan.nics, in.netdevs);

@@ -342,6 +342,36 @@ TEST(RailPlan, TcpOnlyTransportsPlanNoRdmaRails) {
     EXPECT_FALSE(plan_ok(m, in).nics.empty());
 }
 
+// The other rail inputs the user's UCX_NET_DEVICES overrides are noted too.
+TEST(RailPlan, RailCountAndHcaIgnoredUnderUserNetDevicesAreNoted) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    in.user_ucx = {{"UCX_NET_DEVICES", "mlx5_3:1"}};
+    in.rails = "2";
+    in.hca = "mlx5_0";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_3:1"}), names(p));
+    EXPECT_TRUE(has_note(p, "P2P_RAILS=2 ignored: UCX_NET_DEVICES is set"));
+    EXPECT_TRUE(has_note(p, "P2P_HCA=mlx5_0 ignored: UCX_NET_DEVICES is set"));
+}
+
+// A P2P_HCA entry with a malformed port is refused, as in P2P_RAILS (it
+// quietly meant every port).
+TEST(RailPlan, MalformedHcaPortIsRefused) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 1);
+    RailPlan p;
+    for (const char *bad : {"mlx5_0:abc", "mlx5_0:0", "mlx5_0:", "mlx5_0:256", "^=", "=:1",
+                            "mlx5_0,mlx5_1:x"}) {
+        in.hca = bad;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p)) << bad;
+    }
+    for (const char *good : {"^=mlx5_0,mlx5_1:2", "mlx5_0,", "=mlx5_0:1", "mlx5"}) {
+        in.hca = good;
+        EXPECT_EQ(P2P_OK, plan_rails(m, in, &p)) << good;
+    }
+}
+
 TEST(RailPlan, SmddpDeviceNameIgnoredUnderUserNetDevicesIsNoted) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     PlanInput in = input(0, 4);
