@@ -406,19 +406,11 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 "a number", in.gid_index.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
-    {
-        // P2P_HCA entries: [=]name[:port], the port 1..255 when given.
-        std::string spec = in.hca;
-        if (!spec.empty() && spec[0] == '^') spec.erase(0, 1);
-        for (const std::string &e : split(spec, ',')) {
-            std::string name;
-            unsigned port;
-            if (!e.empty() && !split_port(e[0] == '=' ? e.substr(1) : e, &name, &port)) {
-                P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_HCA='%s': entry '%s' is not "
-                        "[=]name[:port] with a port in 1..255", in.hca.c_str(), e.c_str());
-                return P2P_ERR_INVALID_PARAM;
-            }
-        }
+    std::string bad;
+    if (!hca_spec_valid(in.hca, &bad)) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_HCA='%s': entry '%s' is not "
+                "[=]name[:port] with a port in 1..255", in.hca.c_str(), bad.c_str());
+        return P2P_ERR_INVALID_PARAM;
     }
     if (in.gpu >= static_cast<int>(m.gpus.size())) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: gpu %d requested, machine has %zu",

@@ -302,6 +302,28 @@ bool hca_spec_match(const std::string &spec_in, const std::string &name,
     return exclude ? !hit : hit;
 }
 
+bool hca_spec_valid(const std::string &spec_in, std::string *bad) {
+    std::string spec = !spec_in.empty() && spec_in[0] == '^' ? spec_in.substr(1) : spec_in;
+    size_t pos = 0;
+    while (pos < spec.size()) {
+        size_t comma = spec.find(',', pos);
+        std::string e = spec.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                    : comma - pos);
+        pos = comma == std::string::npos ? spec.size() : comma + 1;
+        std::string name = e.empty() || e[0] != '=' ? e : e.substr(1);
+        size_t colon = name.find(':');
+        unsigned port = 0;
+        if (!e.empty() && (name.empty() || colon == 0 ||
+                           (colon != std::string::npos &&
+                            (!parse_uint(name.substr(colon + 1), &port) || port == 0 ||
+                             port > 255)))) {
+            *bad = e;
+            return false;
+        }
+    }
+    return true;
+}
+
 p2p_status_t roce_select_hcas(const std::string &root, const std::string &spec,
                               std::vector<std::string> *out) {
     if (out == nullptr) {

@@ -82,6 +82,10 @@ p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
 bool hca_spec_match(const std::string &spec, const std::string &name,
                     unsigned *port_p = nullptr);
 
+/** Every entry of spec is [=]name[:port] with a port in 1..255 (empty
+ *  entries allowed); else false with the first bad entry in *bad. */
+bool hca_spec_valid(const std::string &spec, std::string *bad);
+
 /** Devices under root that match spec, sorted.
  *  P2P_ERR_NO_DEVICE when none (root missing, or nothing matches). */
 p2p_status_t roce_select_hcas(const std::string &root, const std::string &spec,
