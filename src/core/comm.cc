@@ -475,10 +475,10 @@ void Comm::shutdown() {
             return op.stage != Op::RECV_SPLIT && waits_on_receive(op);
         });
     }
-    int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
-    if (shutdown_waited_.load()) {
-        deadline = now_ns();  // one look: what did not end then will not now
-    }
+    // A second shutdown takes one look: what did not end then will not now.
+    const bool waited = shutdown_waited_.load();
+    const int64_t timeout_ns = ctx_->settings().peer_timeout_ms * 1000000LL;
+    const int64_t deadline = waited ? now_ns() : now_ns() + 2 * timeout_ns + 1000000000LL;
     bool eps_wait = true;  // close_sending_eps has peers to look at again
     if (!progress_until(*ctx_, [&] {
             if (eps_wait) eps_wait = close_sending_eps();
@@ -497,10 +497,9 @@ void Comm::shutdown() {
                     if (is_ucx_send(*op)) return false;  // its callback is to come
                 }
                 return true;
-            }, shutdown_waited_.load() ? now_ns()
-                   : now_ns() + (ctx_->settings().peer_timeout_ms + 1000) * 1000000LL);
+            }, waited ? now_ns() : now_ns() + timeout_ns + 1000000000LL);
         }
-        if (!shutdown_waited_.load()) {
+        if (!waited) {
             P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
                     "shutdown", id_, nops_);
         }
