@@ -103,6 +103,10 @@ int cuda_device_count() {
     return count;
 }
 
+const char *const kLocalRankVars[kLocalRankVarCount] = {
+    "P2P_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
+
 uint32_t planned_local_rank() {
     uint32_t rank = 0, size = 0;
     return p2p_local_rank_query(&rank, &size) == P2P_OK && size > 0 ? rank : 0;
@@ -115,11 +119,9 @@ uint32_t env_local_rank() {
         return rank;
     }
     // None it accepts (a launcher that sets a local rank alone, with no
-    // size): the GPU still follows that rank; the planner logged why it
-    // plans as rank 0 of 1.
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
-                                       "MPI_LOCALRANKID", "LOCAL_RANK"};
-    for (const char *v : vars) {
+    // size): the GPU still follows that rank, in the planner's order of
+    // sources; the planner logged why it plans as rank 0 of 1.
+    for (const char *v : kLocalRankVars) {
         uint32_t r;
         if (parse_u32(std::getenv(v), &r)) {
             return r;

@@ -70,11 +70,7 @@ bool log_rail_inputs(const p2p_bootstrap_info_t &b) {
     if (b.local_size <= 1) {
         return false;
     }
-    // The local-rank sources of the planner (docs/PERFORMANCE-RAILS.md).
-    static const char *const kVars[] = {"P2P_LOCAL_RANK", "LOCAL_RANK",
-                                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                        "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
-    for (const char *v : kVars) {
+    for (const char *v : kLocalRankVars) {
         if (std::getenv(v) != nullptr) {
             return false;
         }
