@@ -5,7 +5,8 @@
  * file captured elsewhere (lstopo --of xml), so the rail plan of another
  * machine can be previewed. Plans follow the P2P_RAILS, P2P_HCA and
  * P2P_IB_GID_INDEX variables and never override a UCX_* variable the user
- * set. Every function is thread-safe for distinct handles and never throws:
+ * set, in the environment or in a UCX config file (ucx.conf). Every
+ * function is thread-safe for distinct handles and never throws:
  * besides the errors listed with each, an allocation failure inside it is
  * P2P_ERR_NO_MEMORY and an unexpected internal error P2P_ERR_TRANSPORT
  * (both logged).

@@ -6,6 +6,7 @@
 #include "core/rails.h"
 #include "core/status.h"
 #include "core/ucx_tls.h"
+#include "core/ucx_user.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -26,8 +27,10 @@ constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
  *  in the environment: we never override the user's UCX settings. */
 void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) {
     std::string env = std::string("UCX_") + name;
-    if (std::getenv(env.c_str()) != nullptr) {
-        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s", env.c_str());
+    std::string file;
+    if (ucx_user_value(env.c_str(), &file) != nullptr) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s%s%s", env.c_str(),
+                file.empty() ? "" : " from ", file.c_str());
         return;
     }
     ucs_status_t st = ucp_config_modify(cfg, name, value.c_str());

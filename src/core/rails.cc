@@ -1,6 +1,7 @@
 #include "core/rails.h"
 
 #include "core/log.h"
+#include "core/ucx_user.h"
 #include "topo/rail_plan.h"
 #include "topo/topology.h"
 
@@ -261,7 +262,8 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
         P2P_LOG(P2P_LOG_INFO, "rails: %s", n.c_str());
     }
     for (const auto &kv : plan.ucx_settings) {
-        if (kv.first.compare(0, 4, "UCX_") != 0 || std::getenv(kv.first.c_str()) != nullptr) {
+        if (kv.first.compare(0, 4, "UCX_") != 0 ||
+            ucx_user_value(kv.first.c_str()) != nullptr) {
             continue;  // the plan already skips user settings; be safe
         }
         ucs_status_t us = ucp_config_modify(cfg, kv.first.c_str() + 4, kv.second.c_str());

@@ -1,4 +1,5 @@
 #include "core/ucx_tls.h"
+#include "core/ucx_user.h"
 
 #include <cstdlib>
 #include <initializer_list>
@@ -70,7 +71,7 @@ UcxTls::UcxTls(const char *value) {
     }
 }
 
-UcxTls UcxTls::from_environment() { return UcxTls(std::getenv("UCX_TLS")); }
+UcxTls UcxTls::from_environment() { return UcxTls(ucx_user_value("UCX_TLS")); }
 
 bool UcxTls::allows(const std::string &tl) const {
     if (all_) {

@@ -3,16 +3,14 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/ucx_tls.h"
+#include "core/ucx_user.h"
 #include "topo/dir_names.h"
 #include "topo/rail_auto.h"
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <sstream>
 
-
-extern char **environ;
 
 namespace ucxp2p {
 namespace topo {
@@ -102,8 +100,8 @@ void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
     const std::string *user = in.user_ucx_value(name);
     if (user != nullptr) {
         if (*user != value) {
-            plan->notes.push_back("kept " + name + "=" + *user +
-                                  " set by the user (plan wanted " + value + ")");
+            plan->notes.push_back("kept " + name + "=" + *user + " " +
+                                  in.user_ucx_origin(name) + " (plan wanted " + value + ")");
         }
         return;
     }
@@ -210,6 +208,15 @@ const std::string *PlanInput::user_ucx_value(const std::string &name) const {
     return nullptr;
 }
 
+std::string PlanInput::user_ucx_origin(const std::string &name) const {
+    for (const auto &kv : user_ucx_files) {
+        if (kv.first == name) {
+            return "set in " + kv.second;
+        }
+    }
+    return "set by the user";
+}
+
 PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) {
     PlanInput in;
     in.local_rank = local_rank;
@@ -219,12 +226,10 @@ PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) 
     in.gid_index = config_get("P2P_IB_GID_INDEX");
     const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME");
     in.smddp_devices = smddp != nullptr ? smddp : "";
-    for (char **e = environ; e != nullptr && *e != nullptr; ++e) {
-        if (std::strncmp(*e, "UCX_", 4) == 0) {
-            const char *eq = std::strchr(*e, '=');
-            if (eq != nullptr) {
-                in.user_ucx.emplace_back(std::string(*e, static_cast<size_t>(eq - *e)), eq + 1);
-            }
+    for (const auto &kv : ucx_user_settings()) {
+        in.user_ucx.emplace_back(kv.first, kv.second.value);
+        if (!kv.second.file.empty()) {
+            in.user_ucx_files.emplace_back(kv.first, kv.second.file);
         }
     }
     in.sysfs_root = kDefaultSysfsRoot;
@@ -307,7 +312,8 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 }
             }
         }
-        plan.reason = "UCX_NET_DEVICES=" + *user_nd + " set by the user";
+        plan.reason = "UCX_NET_DEVICES=" + *user_nd + " " +
+                      in.user_ucx_origin("UCX_NET_DEVICES");
         if (!rails_auto) {
             plan.notes.push_back("P2P_RAILS=" + in.rails +
                                  " ignored: UCX_NET_DEVICES is set");

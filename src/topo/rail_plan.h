@@ -40,8 +40,11 @@ struct PlanInput {
     /** NUMA node of the rank's CPU binding; -1: unknown (no GPU case then
      *  spreads ranks over NUMA nodes in blocks). */
     int binding_numa = -1;
-    /** UCX_* variables the user set, with their values. */
+    /** UCX_* variables the user set, with their values: the environment's
+     *  and those of UCX's config files (core/ucx_user.h). */
     std::vector<std::pair<std::string, std::string>> user_ucx;
+    /** The names in user_ucx that a config file set, with its path. */
+    std::vector<std::pair<std::string, std::string>> user_ucx_files;
     /** sysfs tree for RoCE GID detection; empty: skip it. */
     std::string sysfs_root;
     /** Network interfaces P2P_RAILS may name as TCP rails (veth0, eth1)
@@ -50,11 +53,13 @@ struct PlanInput {
     std::vector<std::string> netdevs;
 
     /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME
-     *  and every UCX_* variable of the environment; sysfs_root is the
-     *  default one. */
+     *  and every UCX_* setting of the environment and UCX's config files;
+     *  sysfs_root is the default one. */
     static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);
 
     const std::string *user_ucx_value(const std::string &name) const;
+    /** "set by the user", or "set in FILE" for a config file's setting. */
+    std::string user_ucx_origin(const std::string &name) const;
 };
 
 struct PlannedNic {

@@ -5,6 +5,9 @@
  */
 #include "mp_test.h"
 
+#include "../shell.h"
+#include "../temp_dir.h"
+
 using namespace mpt;
 
 TEST_P(MpTest, Alltoall2Ranks) {
@@ -293,3 +296,25 @@ INSTANTIATE_TEST_SUITE_P(Transports, MpTest,
                          [](const ::testing::TestParamInfo<Transport> &i) {
                              return std::string(i.param.name);
                          });
+
+// UCX_TLS set in a UCX config file (here $HOME/ucx.conf) rules out shared
+// memory for UCX and for ucxp2p's own single copy alike, as it does in the
+// environment. The run without the file is the control: the same scenario
+// there finds single copy on.
+TEST(MpUcxConfig, UcxTlsFromAConfigFileTurnsSingleCopyOff) {
+    ASSERT_TRUE(executable(p2prun_path()) && executable(mp_rank_path()));
+    p2ptest::TempDir home;
+    ASSERT_FALSE(home.path().empty());
+    const std::string cmd = "env -u UCX_TLS -u UCX_NET_DEVICES -u UCX_CONFIG_DIR "
+                            "P2P_PEER_TIMEOUT_MS=2000 HOME=" + home.path() + " timeout 120 " +
+                            p2prun_path() + " -n 2 --timeout 90 -- " + mp_rank_path() +
+                            " cma-map-free 4 ";
+    p2ptest::ShellResult r = p2ptest::run_shell(cmd + "1 2>&1");
+    EXPECT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("cma-map-free ok")) << r.out;
+
+    home.write("ucx.conf", "UCX_TLS = tcp,self\nUCX_NET_DEVICES = lo");
+    r = p2ptest::run_shell(cmd + "0 2>&1");
+    EXPECT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("cma-map-free ok")) << r.out;
+}

@@ -133,6 +133,39 @@ TEST(P2pInfo, RoceSectionReadsTheSysfsTree) {
 
 #endif
 
+// UCX's config files are the user's settings too: the plan keeps what they
+// set, says which file set it, and the environment wins over them, as in
+// UCX (src/core/ucx_user.h).
+TEST(P2pInfo, PlanKeepsWhatUcxConfigFilesSet) {
+    topo_test::TempDir home;
+    topo_test::TempDir cfg;
+    ASSERT_FALSE(home.path().empty() || cfg.path().empty());
+    home.write("ucx.conf", "# site settings\nUCX_NET_DEVICES = lo");
+    cfg.write("ucx.conf", "UCX_MAX_RNDV_RAILS=3");
+    const std::string env = "env -u UCX_NET_DEVICES -u UCX_MAX_RNDV_RAILS -u UCX_TLS "
+                            "-u UCX_CONFIG_DIR P2P_RAILS=lo";
+
+    Result r = run("--no-ucx --no-config", env + " HOME=" + home.path());
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos,
+              r.out.find("reason: UCX_NET_DEVICES=lo set in " + home.path() + "/ucx.conf"))
+        << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("P2P_RAILS=lo ignored")) << r.out;
+    EXPECT_EQ(std::string::npos, r.out.find("set UCX_NET_DEVICES")) << r.out;
+
+    r = run("--no-ucx --no-config", env + " HOME=/nonexistent UCX_CONFIG_DIR=" + cfg.path());
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("set UCX_NET_DEVICES=lo\n")) << r.out;
+    EXPECT_NE(std::string::npos,
+              r.out.find("kept UCX_MAX_RNDV_RAILS=3 set in " + cfg.path() + "/ucx.conf"))
+        << r.out;
+
+    r = run("--no-ucx --no-config", env + " HOME=" + home.path() + " UCX_NET_DEVICES=all");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("reason: UCX_NET_DEVICES=all set by the user"))
+        << r.out;
+}
+
 TEST(P2pInfo, LiveMachineRunsWithUcx) {
     Result r = run("--no-config");
     ASSERT_EQ(0, r.status) << r.out;

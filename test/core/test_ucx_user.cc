@@ -1,0 +1,96 @@
+/* The user's UCX settings: UCX's config-file lines read as UCX 1.13 reads
+ * them, the files in its order, the environment over the files. */
+#include "core/ucx_user.h"
+
+#include "../scoped_env.h"
+
+#include <gtest/gtest.h>
+
+using ucxp2p::UcxConf;
+using ucxp2p::ucx_conf_parse;
+using ucxp2p::ucx_conf_paths;
+using ucxp2p::ucx_user_value;
+
+namespace {
+
+std::string value_of(const UcxConf &c, const std::string &name) {
+    auto it = c.find(name);
+    return it == c.end() ? "<unset>" : it->second.value;
+}
+
+} // namespace
+
+// Each case below was checked against Debian's UCX 1.13 with
+// `UCX_CONFIG_DIR=dir ucx_info -c` and the line in dir/ucx.conf.
+TEST(UcxConfParse, LinesReadAsUcxReadsThem) {
+    UcxConf c;
+    ucx_conf_parse("UCX_TLS=tcp\n"
+                   "  UCX_NET_DEVICES =  lo  \r\n"
+                   "UCX_MAX_RNDV_RAILS : 2\n"
+                   "UCX_MAX_EAGER_RAILS=3 ; inline comment\n"
+                   "UCX_IB_GID_INDEX=lo;c\n"
+                   "UCX_RNDV_THRESH=lo # not a comment\n"
+                   "UCX_LOG_LEVEL=\n"
+                   "UCX_KEEPALIVE_INTERVAL=\"1s\"\n",
+                   "/f", &c);
+    EXPECT_EQ("tcp", value_of(c, "UCX_TLS"));
+    EXPECT_EQ("lo", value_of(c, "UCX_NET_DEVICES"));
+    EXPECT_EQ("2", value_of(c, "UCX_MAX_RNDV_RAILS"));
+    EXPECT_EQ("3", value_of(c, "UCX_MAX_EAGER_RAILS"));
+    EXPECT_EQ("lo;c", value_of(c, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("lo # not a comment", value_of(c, "UCX_RNDV_THRESH"));
+    EXPECT_EQ("", value_of(c, "UCX_LOG_LEVEL"));
+    EXPECT_EQ("\"1s\"", value_of(c, "UCX_KEEPALIVE_INTERVAL"));  // quotes kept
+    EXPECT_EQ("/f", c.at("UCX_TLS").file);
+    EXPECT_EQ(8u, c.size());
+}
+
+TEST(UcxConfParse, CommentsSectionsAndOtherNamesAreSkipped) {
+    UcxConf c;
+    ucx_conf_parse("# UCX_TLS=rc\n"
+                   "; UCX_TLS=ud\n"
+                   "   # UCX_TLS=dc\n"
+                   "[some section]\n"
+                   "ucx_tls=tcp\n"        // names are case-sensitive
+                   "NET_DEVICES=eth7\n"   // only UCX_ names
+                   "UCX_=x\n"
+                   "a line without a separator\n"
+                   "=value without a name\n"
+                   "UCX_NET_DEVICES=eth9\n", // applies under a section (1.13)
+                   "/f", &c);
+    EXPECT_EQ("<unset>", value_of(c, "UCX_TLS"));
+    EXPECT_EQ("eth9", value_of(c, "UCX_NET_DEVICES"));
+    EXPECT_EQ(1u, c.size());
+}
+
+TEST(UcxConfParse, LaterLinesAndFilesOverrideEarlierOnes) {
+    UcxConf c;
+    ucx_conf_parse("UCX_TLS=rc\nUCX_TLS=ud\nUCX_NET_DEVICES=lo\n", "/a", &c);
+    EXPECT_EQ("ud", value_of(c, "UCX_TLS"));
+    ucx_conf_parse("UCX_TLS=tcp\n", "/b", &c);
+    EXPECT_EQ("tcp", value_of(c, "UCX_TLS"));
+    EXPECT_EQ("/b", c.at("UCX_TLS").file);
+    EXPECT_EQ("/a", c.at("UCX_NET_DEVICES").file);
+}
+
+TEST(UcxConfPaths, UcxOrderSkippingWhatIsUnset) {
+    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf", "/usr/lib/../etc/ucx.conf",
+                                        "/home/u/ucx.conf", "/cfg/ucx.conf"}),
+              ucx_conf_paths("/home/u", "/cfg", "/usr/lib"));
+    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf"}),
+              ucx_conf_paths(nullptr, "", ""));
+}
+
+TEST(UcxUserValue, EnvironmentIsTheUsersSetting) {
+    const char *name = "UCX_P2P_TEST_ONLY_SETTING";
+    {
+        p2ptest::ScopedEnv env(name, "x");
+        std::string file = "stale";
+        ASSERT_NE(nullptr, ucx_user_value(name, &file));
+        EXPECT_STREQ("x", ucx_user_value(name));
+        EXPECT_EQ("", file);
+        EXPECT_EQ("x", ucxp2p::ucx_user_settings().at(name).value);
+    }
+    EXPECT_EQ(nullptr, ucx_user_value(name));
+    EXPECT_EQ(0u, ucxp2p::ucx_user_settings().count(name));
+}
