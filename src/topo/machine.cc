@@ -22,6 +22,10 @@ NicKind nic_kind_guess(uint16_t pci_vendor, const std::string &name) {
     return NicKind::OTHER;
 }
 
+bool device_name_usable(const std::string &name) {
+    return !name.empty() && name.find_first_of(",: \t\r\n\v\f") == std::string::npos;
+}
+
 size_t pci_affinity(const PciDevice &a, const PciDevice &b) {
     size_t n = 0;
     while (n < a.ancestry.size() && n < b.ancestry.size() &&

@@ -22,6 +22,10 @@ const char *nic_kind_name(NicKind kind);
 /** Kind from PCI vendor (0x1d0f Amazon, 0x15b3 Mellanox) else the name. */
 NicKind nic_kind_guess(uint16_t pci_vendor, const std::string &name);
 
+/** A device name UCX_NET_DEVICES can carry as "name:port": not empty, no
+ *  ',', ':' or whitespace (a topology file may hold anything). */
+bool device_name_usable(const std::string &name);
+
 struct PciDevice {
     std::string busid;              /**< "0000:10:1b.0", empty if unknown */
     uint16_t vendor = 0;

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "topo/dir_names.h"
+#include "topo/machine.h"
 
 #include <algorithm>
 #include <cctype>
@@ -102,7 +103,7 @@ std::string port_dir(const std::string &root, const std::string &dev,
 std::vector<std::string> roce_list_devices(const std::string &root) {
     std::vector<std::string> devs;
     for (const std::string &n : list_dir(root)) {
-        if (is_dir(root + "/" + n)) {
+        if (is_dir(root + "/" + n) && device_name_usable(n)) {
             devs.push_back(n);
         }
     }

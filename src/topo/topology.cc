@@ -115,7 +115,16 @@ Machine extract(hwloc_topology_t topo, const std::string &source) {
          o = hwloc_get_next_osdev(topo, o)) {
         const char *name = o->name != nullptr ? o->name : "";
         hwloc_obj_t pci = pci_parent(o);
-        switch (o->attr->osdev.type) {
+        const hwloc_obj_osdev_type_t type = o->attr->osdev.type;
+        if ((type == HWLOC_OBJ_OSDEV_OPENFABRICS || type == HWLOC_OBJ_OSDEV_NETWORK) &&
+            !device_name_usable(name)) {
+            // UCX_NET_DEVICES could not name it ("" would plan ":1").
+            P2P_LOG(P2P_LOG_WARN, "topology: %s: skipping %s device '%s': not a "
+                    "name UCX_NET_DEVICES can hold", source.c_str(),
+                    type == HWLOC_OBJ_OSDEV_NETWORK ? "network" : "rdma", name);
+            continue;
+        }
+        switch (type) {
         case HWLOC_OBJ_OSDEV_OPENFABRICS: {
             Nic n;
             n.name = name;

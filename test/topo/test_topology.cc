@@ -5,6 +5,9 @@
 
 #include "topo_test_util.h"
 
+#include <fstream>
+#include <sstream>
+
 using namespace ucxp2p::topo;
 using topo_test::fixture;
 using topo_test::shared_xml;
@@ -43,6 +46,39 @@ TEST(Topology, SyntheticGpusNicsBondAndNuma) {
     size_t cross = pci_affinity(m.gpus[0].pci, m.nics[1].pci);
     EXPECT_GT(same, m.gpus[0].pci.cpu_depth);
     EXPECT_LT(cross, same);
+}
+
+// A device UCX_NET_DEVICES cannot name (no name, a ',' in it) is left
+// out: planned, it became "UCX_NET_DEVICES=:1" or split into two names.
+TEST(Topology, DevicesWithoutAUsableNameAreLeftOut) {
+    std::ifstream in(fixture("nogpu_mlx4.xml"));
+    std::stringstream xml;
+    xml << in.rdbuf();
+    std::string text = xml.str();
+    for (const auto &edit : {std::make_pair(std::string(" name=\"mlx5_3\""), std::string()),
+                             std::make_pair(std::string("name=\"mlx5_2\""),
+                                            std::string("name=\"mlx5,2\""))}) {
+        size_t at = text.find(edit.first);
+        ASSERT_NE(std::string::npos, at) << edit.first;
+        text.replace(at, edit.first.size(), edit.second);
+    }
+    topo_test::TempDir d;
+    d.write("names.xml", text);
+    auto t = load_or_fail(d.path() + "/names.xml");
+    ASSERT_TRUE(t);
+    std::vector<std::string> names;
+    for (const Nic &n : t->machine().nics) {
+        names.push_back(n.name);
+    }
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0", "mlx5_1"}), names);
+}
+
+TEST(Topology, DeviceNamesUcxCanHold) {
+    EXPECT_TRUE(device_name_usable("mlx5_bond_0"));
+    EXPECT_TRUE(device_name_usable("rdmap16s27"));
+    for (const char *bad : {"", "a,b", "mlx5_0:1", "eth 0", "eth0\n"}) {
+        EXPECT_FALSE(device_name_usable(bad)) << bad;
+    }
 }
 
 TEST(Topology, NvidiaVgaIsAGpuOtherVgaIsNot) {
