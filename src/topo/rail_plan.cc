@@ -170,6 +170,25 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
     }
 }
 
+/** A device (and port) named twice -- "mlx5_0,mlx5_0:1", or two entries
+ *  sysfs moved to the same active port -- is one rail, not two lanes on
+ *  one port. */
+void drop_repeated(RailPlan *plan) {
+    std::vector<PlannedNic> kept;
+    std::vector<std::string> noted;
+    for (PlannedNic &p : plan->nics) {
+        const std::string name = p.ucx_name();
+        if (std::none_of(kept.begin(), kept.end(),
+                         [&](const PlannedNic &k) { return k.ucx_name() == name; })) {
+            kept.push_back(std::move(p));
+        } else if (std::find(noted.begin(), noted.end(), name) == noted.end()) {
+            noted.push_back(name);
+            plan->notes.push_back(name + " named more than once: one rail");
+        }
+    }
+    plan->nics = std::move(kept);
+}
+
 /**
  * No rdma rail, and UCX_TLS leaves UCX network transports only (tcp): let
  * rendezvous data use as many lanes as UCX would give it without error
@@ -414,6 +433,9 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
     }
     if (!in.sysfs_root.empty()) {
         apply_sysfs(in, gid_n, gid_auto, &plan);
+    }
+    if (user_nd == nullptr) {
+        drop_repeated(&plan);
     }
     if (!plan.nics.empty()) {
         std::string devs;

@@ -7,6 +7,7 @@
 
 #include "topo_test_util.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace ucxp2p::topo;
@@ -471,6 +472,51 @@ TEST(RailPlan, NamedRocePortIsKept) {
     in.rails = "mlx5_0";  // no port named: the active one
     p = plan_ok(m, in);
     EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
+}
+
+// A device named twice is one rail: two UCX lanes on one port would only
+// split its bandwidth (UCX_NET_DEVICES=mlx5_0:1,mlx5_0:1 was planned).
+TEST(RailPlan, DeviceNamedTwiceIsOneRail) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 1);
+    in.rails = "mlx5_0,mlx5_0:1,mlx5_1,mlx5_0";
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1", "mlx5_1:1"}), names(p));
+    EXPECT_EQ("mlx5_0:1,mlx5_1:1", setting(p, "UCX_NET_DEVICES"));
+    EXPECT_EQ("2", setting(p, "UCX_MAX_RNDV_RAILS"));
+    EXPECT_EQ(1u, std::count(p.notes.begin(), p.notes.end(),
+                             "mlx5_0:1 named more than once: one rail"));
+    in.rails = "mlx5_0:1,mlx5_0:2";  // two ports are two rails
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:1", "mlx5_0:2"}), names(p));
+    EXPECT_EQ("", note_starting(p, "mlx5_0:"));
+    // Port 1 down: the unported entry moves to port 2, which is named too.
+    TempDir d;
+    add_roce_port(d, "mlx5_0", 1, 2, "0000:0000:0000:0000:0000:ffff:0a00:0001", "1: DOWN");
+    add_roce_port(d, "mlx5_0", 2, 3, "0000:0000:0000:0000:0000:ffff:0a00:0002");
+    in.sysfs_root = d.path();
+    in.rails = "mlx5_0,mlx5_0:2";
+    p = plan_ok(m, in);
+    EXPECT_EQ((std::vector<std::string>{"mlx5_0:2"}), names(p));
+    EXPECT_EQ("mlx5_0:2 named more than once: one rail", note_starting(p, "mlx5_0:2 named"));
+}
+
+// A setting from a UCX config file is kept like one from the environment,
+// and the note says which file set it.
+TEST(RailPlan, ConfigFileSettingsAreKeptAndTheFileNamed) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 1);
+    in.rails = "mlx5_0,mlx5_1";
+    in.user_ucx = {{"UCX_MAX_RNDV_RAILS", "1"}};
+    in.user_ucx_files = {{"UCX_MAX_RNDV_RAILS", "/etc/ucx/ucx.conf"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_MAX_RNDV_RAILS"));
+    EXPECT_EQ("kept UCX_MAX_RNDV_RAILS=1 set in /etc/ucx/ucx.conf (plan wanted 2)",
+              note_starting(p, "kept UCX_MAX_RNDV_RAILS"));
+    in.user_ucx = {{"UCX_NET_DEVICES", "mlx5_1:1"}};
+    in.user_ucx_files = {{"UCX_NET_DEVICES", "/home/u/ucx.conf"}};
+    p = plan_ok(m, in);
+    EXPECT_EQ("UCX_NET_DEVICES=mlx5_1:1 set in /home/u/ucx.conf", p.reason);
 }
 
 #endif // HAVE_HWLOC
