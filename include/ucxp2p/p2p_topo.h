@@ -115,8 +115,9 @@ P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
 /**
  * Print the UCX library version in use, whether it moves CUDA device
  * memory (else p2p_mem_register stages such memory through host memory,
- * or refuses it with P2P_CUDA_STAGING=off), and the
- * transports/devices UCX finds (a short-lived UCP context; honours UCX_*
+ * or refuses it with P2P_CUDA_STAGING=off), the UCX_* settings of the
+ * user (environment and UCX config files, which ucxp2p never overrides)
+ * with where each came from, and the transports/devices UCX finds (a short-lived UCP context; honours UCX_*
  * variables).
  * Errors: P2P_ERR_INVALID_PARAM (stream NULL), P2P_ERR_TRANSPORT (UCX
  * could not start: bad UCX_* variable, no usable transport).

@@ -7,6 +7,7 @@
 #include "core/guard.h"
 #include "core/log.h"
 #include "core/memtype.h"
+#include "core/ucx_user.h"
 
 #include <ucp/api/ucp.h>
 
@@ -98,6 +99,13 @@ p2p_status_t ucx_print(FILE *s) {
                            : "refused by p2p_mem_register (this UCX has no CUDA "
                              "support and P2P_CUDA_STAGING=off; host, pinned "
                              "and managed memory work)");
+    // The settings ucxp2p keeps as they are (core/ucx_user.h).
+    const ucxp2p::UcxConf user = ucxp2p::ucx_user_settings();
+    std::fprintf(s, "  user settings:%s\n", user.empty() ? " none" : "");
+    for (const auto &kv : user) {
+        std::fprintf(s, "    %s=%s (%s)\n", kv.first.c_str(), kv.second.value.c_str(),
+                     kv.second.file.empty() ? "environment" : kv.second.file.c_str());
+    }
     ucp_context_print_info(ctx.ctx, s);
     return P2P_OK;
 }

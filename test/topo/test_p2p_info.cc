@@ -164,6 +164,17 @@ TEST(P2pInfo, PlanKeepsWhatUcxConfigFilesSet) {
     ASSERT_EQ(0, r.status) << r.out;
     EXPECT_NE(std::string::npos, r.out.find("reason: UCX_NET_DEVICES=all set by the user"))
         << r.out;
+
+    // The ucx section lists the user's settings and where each came from.
+    r = run("--no-config", env + " HOME=" + home.path() + " UCX_CONFIG_DIR=" + cfg.path() +
+                               " UCX_MAX_EAGER_RAILS=1");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("    UCX_NET_DEVICES=lo (" + home.path() +
+                                            "/ucx.conf)\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("    UCX_MAX_RNDV_RAILS=3 (" + cfg.path() +
+                                            "/ucx.conf)\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("    UCX_MAX_EAGER_RAILS=1 (environment)\n"))
+        << r.out;
 }
 
 TEST(P2pInfo, LiveMachineRunsWithUcx) {
