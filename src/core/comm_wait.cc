@@ -41,8 +41,11 @@ p2p_status_t Comm::wait(p2p_queue_t queue, p2p_completion_t *entries, size_t max
             *count_p = 0;
             return P2P_ERR_INTERRUPTED;
         }
-        int64_t left_ms = timeout_ms < 0 ? -1 : (deadline - now_ns()) / 1000000;
-        const bool expired = timeout_ms >= 0 && left_ms <= 0;
+        // Sleeps round the time left up: a wait never ends before its
+        // timeout (0.3 ms left is not "expired", and timeout 1 blocks).
+        const int64_t left_ns = timeout_ms < 0 ? -1 : deadline - now_ns();
+        const bool expired = timeout_ms >= 0 && left_ns <= 0;
+        const int64_t left_ms = timeout_ms < 0 ? -1 : (left_ns + 999999) / 1000000;
         if (pr.serialized()) {
             // This call drives progress: one round before every
             // deadline check (so a zero timeout polls); after a round
