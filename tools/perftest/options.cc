@@ -53,13 +53,16 @@ bool parse_iters(const char *text, uint64_t *out) {
     return true;
 }
 
+/** Every field, empty ones included ("8,,16" has three; "," two): an
+ *  empty field is then refused by its parser, not skipped or crashed on. */
 std::vector<std::string> split(const std::string &s, char sep) {
     std::vector<std::string> parts;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, sep)) {
-        parts.push_back(item);
+    size_t start = 0;
+    for (size_t at = s.find(sep); at != std::string::npos; at = s.find(sep, start)) {
+        parts.push_back(s.substr(start, at - start));
+        start = at + 1;
     }
+    parts.push_back(s.substr(start));
     return parts;
 }
 
@@ -195,6 +198,10 @@ void options_usage(const char *prog) {
         "  -q, --quiet    no progress lines on stderr\n"
         "  -h, --help     this text;  -V, --version  library version\n"
         "\n"
+        "Exit status: 0; 1 when the run failed or a point has errors (a\n"
+        "payload --check found wrong, or bytes moved other than the\n"
+        "bytes_expected its rates are computed from); 2 bad command line.\n"
+        "\n"
         "Units: MB/s = 1e6 bytes/s, MiB/s = 2^20 bytes/s. Latency columns\n"
         "are microseconds per message (bw/rate/batch: iteration time /\n"
         "messages per iteration).\n",
@@ -281,8 +288,12 @@ int options_parse(int argc, char **argv, Options *opts) {
         default: return -1; /* getopt printed the reason */
         }
         if (!ok) {
-            std::fprintf(stderr, "%s: bad value for -%c: '%s'\n", prog,
-                         c < 256 ? c : '-', optarg ? optarg : "");
+            std::string name = std::string("-") + static_cast<char>(c);
+            for (const struct option *l = kLong; c >= 256 && l->name != nullptr; ++l) {
+                if (l->val == c) name = std::string("--") + l->name;
+            }
+            std::fprintf(stderr, "%s: bad value for %s: '%s'\n", prog, name.c_str(),
+                         optarg ? optarg : "");
             return -1;
         }
     }
