@@ -60,7 +60,9 @@ size_t buffer_bytes_needed(const Options &o) {
     size_t need = 64;
     for (const std::string &t : o.tests) {
         for (size_t size : test_sizes(o, t)) {
-            size_t n = slot_count(o, size, msgs_per_iter(o, t));
+            // lat --check takes the echo in a second slot (run_lat).
+            uint32_t count = t == "lat" ? 2 : msgs_per_iter(o, t);
+            size_t n = slot_count(o, size, count);
             need = std::max(need, n * slot_stride(size));
         }
     }
@@ -159,6 +161,10 @@ p2p_status_t finish_point(Session &s, Reaper &rp, const Tally &sent,
     r->bytes_sent = sent.bytes;
     r->bytes_received = rep.bytes_received;
     r->errors = errors + rep.errors;
+    // The rates are computed from bytes_expected: a point that moved
+    // other than that is an error, not a number.
+    r->errors += (r->bytes_sent != r->bytes_expected) +
+                 (r->bytes_received != r->bytes_expected);
     return P2P_OK;
 }
 
@@ -168,7 +174,9 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     const Options &o = s.opts;
     const uint64_t iters = test_iters(o, "lat", size, 1);
     const uint64_t warm = test_warmup(o, iters);
-    const size_t nslots = slot_count(o, size, 1);
+    // --check: rank 0 takes the echo in the next slot, cleared, so that a
+    // short or missing echo cannot pass for the pattern it just sent.
+    const size_t nslots = slot_count(o, size, o.check ? 2 : 1);
     const size_t stride = slot_stride(size);
     const uint32_t peer = (s.rank == 0) ? 1 : 0;
     const uint32_t tag = s.tag_data(0);
@@ -198,14 +206,16 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
         }
         char *buf = slot(i);
         if (s.rank == 0) {
+            char *echo = o.check ? slot(i + 1) : buf;
             if (o.check) {
                 fill_pattern(buf, size, i);
+                std::memset(echo, 0, size);
             }
             double t0 = now_us();
             st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
             if (st == P2P_OK) {
                 /* the echo lands in buf only after rank 1 got all of it */
-                st = p2p_comm_recv(comm, peer, tag, buf, size, mem, nullptr);
+                st = p2p_comm_recv(comm, peer, tag, echo, size, mem, nullptr);
             }
             if (st == P2P_OK) {
                 st = rp.reap_both(1, &ts, 1, &tr);
@@ -216,7 +226,7 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
                 total_us += half;
             }
             /* rank 1 echoes the payload: it must come back unchanged */
-            if (o.check && st == P2P_OK && !check_pattern(buf, size, i)) {
+            if (o.check && st == P2P_OK && !check_pattern(echo, size, i)) {
                 ++bad;
             }
         } else {
@@ -245,6 +255,9 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     r->msgs_per_iter = 1;
     r->time_s = total_us / 1e6;
     r->samples_us = std::move(samples);
+    if (s.rank == 0 && tr.bytes != uint64_t(size) * iters) {
+        ++bad;  // the echoes did not bring back every byte sent
+    }
     return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad, r);
 }
 

@@ -115,6 +115,7 @@ int run_main(int argc, char **argv) {
     if (s.rank == 0) {
         rep = std::make_unique<Reporter>(opts, s.size, s.boot.info().name);
     }
+    size_t bad_points = 0;  // rank 0: points whose errors column is not 0
 
     for (size_t i = 0; i < points.size(); ++i) {
         const Point &pt = points[i];
@@ -153,6 +154,7 @@ int run_main(int argc, char **argv) {
             return fail(s, what.c_str(), st);
         }
         if (s.rank == 0) {
+            bad_points += r.errors != 0;
             rep->add(r);
         }
     }
@@ -172,6 +174,13 @@ int run_main(int argc, char **argv) {
     st = p2p_bootstrap_barrier(s.boot.get());
     if (st != P2P_OK) {
         return fail(s, "final barrier", st);
+    }
+    if (bad_points > 0) {
+        // A checked run that found bad data (or a point that moved other
+        // than the bytes its rates assume) must fail the script using it.
+        std::fprintf(stderr, "p2p_perftest: %zu point(s) with errors (errors column)\n",
+                     bad_points);
+        return 1;
     }
     return 0;
 }
