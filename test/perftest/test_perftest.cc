@@ -1,8 +1,9 @@
 /*
- * p2p_perftest under p2prun (2 ranks, a few iterations): its numbers must be
- * correct, not fast. Bytes counted by completions match bytes sent, --json
- * parses, --csv has one row per point, derived fields are consistent, and
- * bad command lines fail cleanly.
+ * p2p_perftest (and the p2p_demo quick-start job) under p2prun, a few
+ * iterations: their numbers must be correct, not fast. Bytes counted by
+ * completions match bytes sent, --json parses, --csv has one row per point,
+ * derived fields are consistent, bad or missing data fails the run, and bad
+ * command lines fail cleanly.
  */
 #include "json_mini.h"
 
@@ -26,6 +27,7 @@ std::string builddir() {
 }
 
 std::string perftest() { return builddir() + "/tools/perftest/p2p_perftest"; }
+std::string demo() { return builddir() + "/tools/demo/p2p_demo"; }
 std::string p2prun() { return builddir() + "/tools/p2prun/p2prun"; }
 
 struct ProcResult {
@@ -309,14 +311,20 @@ TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
     EXPECT_EQ(m.at("extra").at("ranks").num, 2);
 }
 
-/** run2 with test/perftest/fault_send.cc preloaded: FAULT on rank FAULT_RANK. */
-ProcResult run2_fault(const std::string &fault, int rank, const std::string &args) {
+/** `prog args` on n ranks with test/perftest/fault_send.cc preloaded:
+ *  FAULT on rank FAULT_RANK. */
+ProcResult run_fault(const std::string &fault, int rank, const std::string &prog, int n,
+                     const std::string &args) {
     const char *asan = std::getenv("ASAN_OPTIONS");
     return run("env UCX_TLS=shm,self FAULT=" + fault + " FAULT_RANK=" + std::to_string(rank) +
                " LD_PRELOAD=" + builddir() + "/test/perftest/.libs/libfault_send.so" +
                " ASAN_OPTIONS=verify_asan_link_order=0:" + (asan != nullptr ? asan : "") +
-               " " + p2prun() + " -n 2 --no-prefix --timeout 80 -- " + perftest() + " " +
-               args);
+               " " + p2prun() + " -n " + std::to_string(n) + " --no-prefix --timeout 80 -- " +
+               prog + " " + args);
+}
+
+ProcResult run2_fault(const std::string &fault, int rank, const std::string &args) {
+    return run_fault(fault, rank, perftest(), 2, args);
 }
 
 /** Every comma-separated field of a line, empty ones included. */
@@ -370,6 +378,35 @@ TEST(Perftest, BadOrMissingDataFailsTheRun) {
         EXPECT_EQ(1, r.rc) << r.out << r.err;
         EXPECT_GT(csv_errors(r.out, c.test), 0) << r.out;
         EXPECT_NE(std::string::npos, r.err.find("point(s) with errors")) << r.err;
+    }
+}
+
+// The quick-start job: bytes moved between ranks exclude a rank's tensors
+// to itself, every iteration is verified (a payload corrupted in one
+// iteration and right in the next failed no check), bad values are usage
+// errors.
+TEST(Demo, CountsWhatMovedBetweenRanksAndVerifiesEveryIteration) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run("env UCX_TLS=shm,self " + p2prun() + " -n 3 --no-prefix --timeout 80 -- " +
+                       demo() + " -s 1M -t 1 -i 2");
+    ASSERT_EQ(0, r.rc) << r.out << r.err;
+    // 1 MiB x 1 tensor x 2 iterations from each of 2 other ranks
+    EXPECT_NE(std::string::npos, r.out.find("rank 2: received 4.2 MB from 2 other rank(s) "
+                                            "(1 tensors x 1048576 B x 2 iters)")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("all-to-all of 3 ranks: 12.6 MB moved between "
+                                            "ranks in total")) << r.out;
+    // Flipped in iteration 0 (and 2), restored in 1: caught in iteration 0.
+    r = run_fault("corrupt", 0, demo(), 2, "-s 4096 -t 1 -i 2");
+    EXPECT_NE(0, r.rc) << r.out << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("iteration 0: byte 0 of tensor 0 from rank 0 is "
+                                            "wrong")) << r.err;
+    for (const char *bad : {"-s 4x", "-s -1", "-t -1", "-t 4294967297", "-s 2G", "-i 0",
+                            "-i 1 extra"}) {
+        ProcResult b = run("env P2P_BOOTSTRAP=single " + demo() + " " + bad, 30);
+        EXPECT_EQ(2, b.rc) << bad << ": " << b.err;
+        EXPECT_NE(std::string::npos, b.err.find("usage: p2p_demo")) << bad << ": " << b.err;
     }
 }
 

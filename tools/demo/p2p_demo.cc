@@ -1,15 +1,19 @@
 /*
  * p2p_demo: the quick-start job. Every rank exchanges tensors with every
- * other rank (all-to-all) through ucxp2p, verifies every byte, and rank 0
- * prints what moved and how fast.
+ * rank (all-to-all, itself included), verifies every byte of every
+ * iteration, and prints what moved between ranks and how fast (a rank's
+ * tensors to itself are a local copy: checked, not counted as moved).
  *
  *   p2prun -n 4 -- p2p_demo [-s BYTES] [-t TENSORS] [-i ITERS]
  *
+ * Each iteration starts at a barrier with cleared receive buffers; only
+ * posting and completing the transfers is timed, verification is not.
  * Uses only the public API (include/ucxp2p/p2p.h).
  */
 #include <ucxp2p/p2p.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -34,30 +38,64 @@ uint8_t pattern(uint32_t src, uint32_t dst, uint32_t tensor, size_t i) {
     return static_cast<uint8_t>(src * 131 + dst * 31 + tensor * 7 + i * 13);
 }
 
-void usage() {
-    std::printf("usage: p2p_demo [-s BYTES] [-t TENSORS] [-i ITERS]\n"
-                "  all-to-all exchange of TENSORS tensors of BYTES bytes per peer pair,\n"
-                "  ITERS times, with payload verification (defaults 1048576, 4, 10).\n"
-                "  start with: p2prun -n N -- p2p_demo\n");
+void usage(FILE *out) {
+    std::fprintf(out,
+                 "usage: p2p_demo [-s BYTES] [-t TENSORS] [-i ITERS]\n"
+                 "  all-to-all exchange of TENSORS tensors of BYTES bytes per rank pair,\n"
+                 "  ITERS times, every payload verified (defaults 1M, 4, 10). BYTES takes\n"
+                 "  a K, M or G suffix (powers of 2); at most 1G, and TENSORS at most\n"
+                 "  65536, ITERS at most 1000000.\n"
+                 "  start with: p2prun -n N -- p2p_demo\n");
+}
+
+/** A decimal count, optionally with a K/M/G suffix (suffix_ok), in
+ *  1..max; false for anything else ("4x", "-1", "", overflow). */
+bool parse_count(const char *text, bool suffix_ok, uint64_t max, uint64_t *out) {
+    if (text == nullptr || *text < '0' || *text > '9') {
+        return false;
+    }
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    int shift = 0;
+    if (suffix_ok && *end != '\0' && end[1] == '\0') {
+        switch (*end) {
+        case 'k': case 'K': shift = 10; ++end; break;
+        case 'm': case 'M': shift = 20; ++end; break;
+        case 'g': case 'G': shift = 30; ++end; break;
+        default: break;
+        }
+    }
+    if (errno != 0 || *end != '\0' || v == 0 || v > (max >> shift)) {
+        return false;
+    }
+    *out = static_cast<uint64_t>(v) << shift;
+    return true;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-    size_t bytes = 1 << 20;
-    uint32_t tensors = 4, iters = 10;
+    uint64_t bytes = 1 << 20, tensors = 4, iters = 10;
     int opt;
     while ((opt = getopt(argc, argv, "s:t:i:h")) != -1) {
+        bool ok = true;
         switch (opt) {
-        case 's': bytes = std::strtoull(optarg, nullptr, 0); break;
-        case 't': tensors = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0)); break;
-        case 'i': iters = static_cast<uint32_t>(std::strtoul(optarg, nullptr, 0)); break;
-        case 'h': usage(); return 0;
-        default: usage(); return 2;
+        case 's': ok = parse_count(optarg, true, uint64_t(1) << 30, &bytes); break;
+        case 't': ok = parse_count(optarg, false, 65536, &tensors); break;
+        case 'i': ok = parse_count(optarg, false, 1000000, &iters); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "p2p_demo: bad value for -%c: '%s'\n", opt, optarg);
+            usage(stderr);
+            return 2;
         }
     }
-    if (bytes == 0 || tensors == 0 || iters == 0) {
-        usage();
+    if (optind < argc) {
+        std::fprintf(stderr, "p2p_demo: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
         return 2;
     }
 
@@ -74,7 +112,13 @@ int main(int argc, char **argv) {
     CHECK(p2p_comm_query(comm, &info));
     const uint32_t n = info.size, me = info.rank;
 
-    size_t per_peer = bytes * tensors;
+    const size_t per_peer = static_cast<size_t>(bytes * tensors);
+    if (per_peer > (uint64_t(16) << 30) / n) {
+        std::fprintf(stderr, "p2p_demo: %u ranks x %llu tensors x %llu B is more than 16 GiB "
+                     "of buffers per rank\n", n, static_cast<unsigned long long>(tensors),
+                     static_cast<unsigned long long>(bytes));
+        return 2;
+    }
     std::vector<uint8_t> sendbuf(per_peer * n), recvbuf(per_peer * n);
     p2p_mem_h smem, rmem;
     CHECK(p2p_mem_register(ctx, sendbuf.data(), sendbuf.size(), &smem));
@@ -84,11 +128,15 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < bytes; ++i)
                 sendbuf[(dst * tensors + t) * bytes + i] = pattern(me, dst, t, i);
 
-    CHECK(p2p_bootstrap_barrier(bs));
-    auto t0 = std::chrono::steady_clock::now();
     const size_t ops = static_cast<size_t>(n) * tensors;
     std::vector<p2p_completion_t> done(64);
+    double secs = 0;  // posting and completing, summed over iterations
     for (uint32_t it = 0; it < iters; ++it) {
+        // Cleared, so that data an earlier iteration left cannot pass for
+        // this one's.
+        std::memset(recvbuf.data(), 0, recvbuf.size());
+        CHECK(p2p_bootstrap_barrier(bs));
+        auto t0 = std::chrono::steady_clock::now();
         for (uint32_t peer = 0; peer < n; ++peer)
             for (uint32_t t = 0; t < tensors; ++t)
                 CHECK(p2p_comm_recv(comm, peer, t, &recvbuf[(peer * tensors + t) * bytes],
@@ -117,24 +165,30 @@ int main(int argc, char **argv) {
                 got += c;
             }
         }
+        secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (uint32_t src = 0; src < n; ++src)
+            for (uint32_t t = 0; t < tensors; ++t)
+                for (size_t i = 0; i < bytes; ++i)
+                    if (recvbuf[(src * tensors + t) * bytes + i] != pattern(src, me, t, i)) {
+                        std::fprintf(stderr, "p2p_demo: rank %u: iteration %u: byte %zu of "
+                                     "tensor %u from rank %u is wrong\n", me, it, i, t, src);
+                        return 1;
+                    }
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (uint32_t src = 0; src < n; ++src)
-        for (uint32_t t = 0; t < tensors; ++t)
-            for (size_t i = 0; i < bytes; ++i)
-                if (recvbuf[(src * tensors + t) * bytes + i] != pattern(src, me, t, i)) {
-                    std::fprintf(stderr, "p2p_demo: rank %u: byte %zu of tensor %u from "
-                                 "rank %u is wrong\n", me, i, t, src);
-                    return 1;
-                }
     CHECK(p2p_bootstrap_barrier(bs));
-    double moved = static_cast<double>(per_peer) * n * iters;  // received by this rank
-    std::printf("rank %u: received %.1f MB from %u ranks (%u tensors x %zu B x %u iters) "
-                "in %.3f s = %.1f MB/s, payload verified; setup %.1f ms\n",
-                me, moved / 1e6, n, tensors, bytes, iters, secs, moved / secs / 1e6, setup_ms);
-    if (me == 0) {
-        std::printf("all-to-all of %u ranks: %.1f MB moved in total, %.1f MB/s aggregate\n", n,
-                    moved * n / 1e6, moved * n / secs / 1e6);
+    // Received from the other ranks (this rank's own tensors are a copy).
+    const double moved = static_cast<double>(per_peer) * (n - 1) * iters;
+    std::printf("rank %u: received %.1f MB from %u other rank(s) (%llu tensors x %llu B x "
+                "%llu iters) in %.3f s = %.1f MB/s, payload verified; setup %.1f ms\n",
+                me, moved / 1e6, n - 1, static_cast<unsigned long long>(tensors),
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(iters),
+                secs, moved / secs / 1e6, setup_ms);
+    if (me == 0 && n > 1) {
+        std::printf("all-to-all of %u ranks: %.1f MB moved between ranks in total, "
+                    "%.1f MB/s aggregate\n", n, moved * n / 1e6, moved * n / secs / 1e6);
+    } else if (me == 0) {
+        std::printf("one rank: its tensors to itself were verified; nothing moved between "
+                    "ranks (start with p2prun -n N, N >= 2)\n");
     }
     CHECK(p2p_comm_destroy(comm));
     CHECK(p2p_mem_deregister(smem));
