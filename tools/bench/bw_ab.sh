@@ -25,7 +25,10 @@ while getopts "n:t:s:m:" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
-[[ $size =~ ^[0-9]+$ && $msgs -ge 64 ]] || { echo "bw_ab: bad -s or -m" >&2; exit 2; }
+# p2p_perftest's bw iteration is one window of 64: -m must be whole windows,
+# or the two tools would time different message counts.
+[[ $size =~ ^[0-9]+$ && $msgs =~ ^[0-9]+$ && $msgs -ge 64 && $((msgs % 64)) -eq 0 ]] ||
+    { echo "bw_ab: -s must be bytes and -m a multiple of 64" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 p2prun=$top/tools/p2prun/p2prun
 [ -x "$p2prun" ] || { echo "bw_ab: build $top first (no $p2prun)" >&2; exit 1; }
@@ -50,11 +53,18 @@ ucx_bw() {  # [-e] -> MiB/s (ucx_perftest's "MB/s" are MiB/s)
 p2p_bw() {  # TREE[+VAR=VAL...] -> MiB/s
     local t=${1%%+*} envs=()
     [ "$t" = "$1" ] || IFS=+ read -r -a envs <<<"${1#*+}"
-    env UCX_TLS="$tls" "${envs[@]}" "$p2prun" -n 2 --no-prefix -- \
+    local err; err=$(mktemp /tmp/bw_ab.XXXXXX)
+    if ! env UCX_TLS="$tls" "${envs[@]}" "$p2prun" -n 2 --no-prefix -- \
         env LD_LIBRARY_PATH="$(cd "$t" && pwd)/.libs" sh -c \
         "exec taskset -c \$((RANK % $ncpu)) \"\$0\" \"\$@\"" \
         "$t/tools/perftest/.libs/p2p_perftest" -t bw -s "$size" -n $((msgs / 64)) \
-        -w 2 -W 64 -q --csv 2>/dev/null | tail -1 | cut -d, -f13
+        -w 2 -W 64 -q --csv 2>"$err" >"$err.out"; then
+        { echo "bw_ab: p2p_perftest failed for $1:"; tail -5 "$err"; } >&2
+        rm -f "$err" "$err.out"
+        exit 1
+    fi
+    tail -1 "$err.out" | cut -d, -f13
+    rm -f "$err" "$err.out"
 }
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 

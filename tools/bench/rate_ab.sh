@@ -73,9 +73,13 @@ opts_of() { [ "${1#*=}" = "$1" ] || echo "${1#*=}" | tr ',' ' '; }  # -> OPTS
 p2p_rate() {  # TREE[=OPTS] -> msg/s
     local t; t=$(tree_of "$1")
     # shellcheck disable=SC2046
-    UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$t/.libs" \
+    if ! UCX_TLS=$tls "$p2prun" -n 2 --no-prefix -- env LD_LIBRARY_PATH="$t/.libs" \
         "$work/rank.sh" "$t/tools/perftest/.libs/p2p_perftest" "${args[@]}" \
-        $(opts_of "$1") --csv 2>/dev/null | tail -1 | cut -d, -f14
+        $(opts_of "$1") --csv 2>"$work/err" >"$work/out"; then
+        { echo "rate_ab: p2p_perftest failed for $1:"; tail -5 "$work/err"; } >&2
+        exit 1
+    fi
+    tail -1 "$work/out" | cut -d, -f14
 }
 ucx_rate() {  # -> msg/s
     local port=$((20000 + RANDOM % 10000)) v

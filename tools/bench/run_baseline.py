@@ -403,7 +403,8 @@ def main():
                    help="comma list of sizes (%(default)s)")
     p.add_argument("--transports", default="shm,tcp")
     p.add_argument("--reps", type=int, default=5,
-                   help="repetitions per point; the median is used (>=3)")
+                   help="repetitions per point; the median is used (>= 1; "
+                        "3 or more for a median that means something)")
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--batch", default="128x512K")
     p.add_argument("--pool", default="0",
@@ -425,15 +426,25 @@ def main():
     a = p.parse_args()
     if a.quick:
         a.sizes, a.budget = "8,64K,4M", "64M"
-    a.sizes = [parse_size(s) for s in a.sizes.split(",")]
+    def sizes_of(option, text, positive=True):
+        try:
+            v = parse_size(text)
+        except ValueError:
+            v = -1
+        if v < 0 or (positive and v == 0):
+            sys.exit("run_baseline: %s: '%s' is not a size (8, 4K, 4M)" % (option, text))
+        return v
+    a.sizes = [sizes_of("--sizes", s) for s in a.sizes.split(",")]
     a.transports = [t for t in a.transports.split(",") if t]
     for t in a.transports:
         if t not in TRANSPORTS:
             sys.exit("run_baseline: unknown transport %s" % t)
     cnt, _, sz = a.batch.partition("x")
-    a.batch = (int(cnt), parse_size(sz))
-    a.pool = parse_size(a.pool)
-    a.budget = parse_size(a.budget)
+    if not cnt.isdigit() or int(cnt) == 0 or not sz:
+        sys.exit("run_baseline: --batch: '%s' is not COUNTxSIZE (128x512K)" % a.batch)
+    a.batch = (int(cnt), sizes_of("--batch", sz))
+    a.pool = sizes_of("--pool", a.pool, positive=False)
+    a.budget = sizes_of("--budget", a.budget)
     if a.reps < 1:
         sys.exit("run_baseline: --reps must be >= 1")
     a.perftest = a.perftest or os.path.join(a.builddir, "tools", "perftest",
