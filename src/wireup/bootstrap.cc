@@ -24,18 +24,20 @@ bool env_set(const char *p2p_name, const char *fallback) {
     return !tcp_env_value(p2p_name, fallback, &from).empty();
 }
 
-/** An MPI launcher started this process as one of several (its rank count
+/** A launcher started this process as one of several (its task count
  *  above 1) although neither PMIx nor the torchrun variables are here
- *  (MPICH/Intel MPI Hydra, or a build without PMIx under mpirun): falling
- *  back to a single process would turn the job into independent rank-0
- *  processes whose transfers to each other all fail. Logs why. */
+ *  (MPICH/Intel MPI Hydra, a build without PMIx under mpirun, srun without
+ *  --mpi=pmix -- Slurm's default MpiDefault=none): falling back to a single
+ *  process would turn the job into independent rank-0 processes that each
+ *  "succeed" alone. Logs why. SLURM_STEP_NUM_TASKS is set for srun's tasks
+ *  only, not in a batch script (SLURM_NTASKS is, for the allocation). */
 bool launched_as_many() {
-    for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
         const char *v = std::getenv(name);
         if (v != nullptr && std::strtoul(v, nullptr, 10) > 1) {
             P2P_LOG(P2P_LOG_ERROR, "bootstrap: %s=%s: launched as one of several "
-                    "ranks, but no PMIx server is visible (or this build has no "
-                    "PMIx); set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
+                    "ranks, but no PMIx server is visible (srun needs --mpi=pmix; "
+                    "or this build has no PMIx); set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE "
                     "for the tcp/env bootstrap, or P2P_BOOTSTRAP=single to run "
                     "each process alone", name, v);
             return true;

@@ -55,15 +55,28 @@ else
     skipped="$skipped mpirun"
 fi
 
-# 3. srun inside a private Slurm.
+# 3. srun inside a private Slurm; then srun without --mpi=pmix (Slurm's
+#    default MpiDefault=none): every task must fail, saying why, not run as
+#    a lone rank 0 of 1 and exit 0.
+none=$(mktemp /tmp/pmix_test.XXXXXX)
+trap 'rm -f "$out" "$none"' EXIT
 P2P_PMIX_MODEX=collect "$here/slurm_harness.sh" -t 60 -- bash -c "
     srun --mpi=pmix -n $n -O '$prog' --check $n $n &&
-    P2P_PMIX_MODEX=direct srun --mpi=pmix -n $n -O '$prog' --check $n $n" >"$out" 2>&1
+    P2P_PMIX_MODEX=direct srun --mpi=pmix -n $n -O '$prog' --check $n $n &&
+    { srun --mpi=none -n 2 -O '$build/tools/demo/p2p_demo' -s 8 -t 1 -i 1 >'$none' 2>&1
+      echo \"srun exit \$?\" >>'$none'; }" >"$out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
     skipped="$skipped srun"; cat "$out"
 else
     check_ranks "srun --mpi=pmix -n $n, modex collect then direct" $rc "$out" $((2 * n))
+    if [ "$(grep -c 'SLURM_STEP_NUM_TASKS=2: launched as one of several' "$none")" = 2 ] &&
+       ! grep -q 'srun exit 0' "$none" && ! grep -q 'payload verified' "$none"; then
+        echo "PASS: srun --mpi=none -n 2 -> every task fails, naming --mpi=pmix"
+    else
+        echo "FAIL: srun --mpi=none -n 2; output:"; cat "$none"; failed=1
+    fi
+    ran=$((ran + 1))
 fi
 
 [ $failed = 0 ] || exit 1

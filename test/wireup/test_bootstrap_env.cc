@@ -46,12 +46,12 @@ TEST_F(BootstrapEnv, AutoWithoutVariablesIsSingle) {
     EXPECT_EQ(P2P_OK, b->barrier());
 }
 
-// An MPI launcher without PMIx (MPICH's Hydra, or mpirun with a build
-// lacking PMIx) starts several ranks: each must not become a silent rank 0
-// of 1 (every transfer to the others would fail later).
+// A launcher without PMIx (MPICH's Hydra, mpirun with a build lacking
+// PMIx, srun without --mpi=pmix) starts several ranks: each must not become
+// a silent rank 0 of 1 (every transfer to the others would fail later).
 TEST_F(BootstrapEnv, AutoUnderAnMpiLauncherWithoutPmixIsAnError) {
     if (pmix_bootstrap_launched()) GTEST_SKIP() << "run under a PMIx server";
-    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
         SCOPED_TRACE(var);
         set(var, "4");
         std::unique_ptr<Bootstrap> b;

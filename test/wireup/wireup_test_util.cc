@@ -26,7 +26,7 @@ const char *const kVars[] = {
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "P2P_BOOTSTRAP_TIMEOUT_MS",
     "P2P_BOOTSTRAP_MAX_MSG",
     "P2P_HOST_ID", "PMIX_RANK", "PMIX_NAMESPACE", "OMPI_COMM_WORLD_SIZE",
-    "PMI_SIZE"};
+    "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
 
 bool port_free(uint16_t port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
