@@ -423,7 +423,7 @@ enum class Try { JOINED, NEXT, FAIL };
 
 /** One attempt at one port. */
 Try client_try(const TcpConfig &cfg, const sockaddr_in &sa, const Deadline &dl,
-               Fd *out, std::string *last_err, p2p_status_t *st) {
+               Fd *out, std::string *last_err, std::string *rejected, p2p_status_t *st) {
     std::string where = addr_string(sa.sin_addr, ntohs(sa.sin_port));
     Fd fd;
     int err = 0;
@@ -475,6 +475,9 @@ Try client_try(const TcpConfig &cfg, const sockaddr_in &sa, const Deadline &dl,
         *st = P2P_ERR_BOOTSTRAP;
         return Try::FAIL;
     }
+    // Scanning: another job's rank 0, or ours disagreeing (world size,
+    // token). Kept apart: the next port's connect error would bury it.
+    *rejected = *last_err;
     return Try::NEXT;
 }
 
@@ -485,6 +488,7 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
     uint32_t lo = cfg.has_port ? cfg.port : cfg.port_lo;
     uint32_t hi = cfg.has_port ? cfg.port : cfg.port_hi;
     std::string last_err = "no attempt";
+    std::string rejected;  // the last rank 0 in the range that refused us
     uint64_t backoff = 10;
     Fd fd;
     for (bool joined = false; !joined;) {
@@ -499,7 +503,7 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
             sa.sin_port = htons(static_cast<uint16_t>(p));
             sa.sin_addr = ip;
             p2p_status_t st = P2P_ERR_BOOTSTRAP;
-            Try t = client_try(cfg, sa, dl, &fd, &last_err, &st);
+            Try t = client_try(cfg, sa, dl, &fd, &last_err, &rejected, &st);
             if (t == Try::FAIL) {
                 return st;
             }
@@ -513,9 +517,11 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
         }
         if (dl.expired()) {
             P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u waited %llu ms for "
-                    "rank 0 at %s (last error: %s)", cfg.rank,
+                    "rank 0 at %s (last error: %s%s%s)", cfg.rank,
                     static_cast<unsigned long long>(cfg.timeout_ms),
-                    cfg.master_string().c_str(), last_err.c_str());
+                    cfg.master_string().c_str(), last_err.c_str(),
+                    rejected.empty() || rejected == last_err ? "" : "; last refusal: ",
+                    rejected == last_err ? "" : rejected.c_str());
             return P2P_ERR_TIMEOUT;
         }
         P2P_LOG(P2P_LOG_DEBUG, "tcp bootstrap: rank %u retrying in %llu ms: %s",

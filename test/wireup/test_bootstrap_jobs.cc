@@ -162,6 +162,32 @@ TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
     EXPECT_EQ(std::string::npos, logs.read("1").find("token")) << logs.read("1");
 }
 
+// Scanning a range, the refusal is kept for the final error: the connect
+// errors of the other ports in the range used to bury it ("connection
+// refused" was all rank 1 said).
+TEST_F(BootstrapJobs, WorldSizeMismatchIsNamedWhenScanning) {
+    uint16_t base = wtest::free_port_block(3);
+    ASSERT_NE(0, base);
+    const std::string range = std::to_string(base) + "-" + std::to_string(base + 2);
+    p2ptest::TempDir logs;
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < 2; ++r) {
+        wtest::Env e = job_env(r, r == 0 ? 2 : 3, 0, r == 0 ? "1500" : "2500", "");
+        e.push_back({"P2P_PORT_RANGE", range});
+        e.push_back({"P2P_JOB_TOKEN", "scan-mismatch-" + std::to_string(getpid())});
+        pids.push_back(wtest::spawn(e, [] { return tagged_job("x"); },
+                                    logs.file(std::to_string(r))));
+    }
+    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]);
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[1]);
+    const std::string why = "world size 3, rank 0 has 2";
+    EXPECT_NE(std::string::npos, logs.read("0").find(why)) << logs.read("0");
+    const std::string err1 = logs.read("1");
+    EXPECT_NE(std::string::npos, err1.find("waited 2500 ms")) << err1;
+    EXPECT_NE(std::string::npos, err1.find(why)) << err1;
+}
+
 TEST_F(BootstrapJobs, MasterAddrSpellingDoesNotMatter) {
     uint16_t port = wtest::free_port_block(1);
     std::vector<int> pids;
