@@ -130,6 +130,25 @@ private:
     pmix_proc_t proc_;
 };
 
+/**
+ * Holds one PMIx_Init of the process from its first working bootstrap until
+ * exit (or this library's unload: a function-local static): once PMIx
+ * 4.2's client has finalized for good, a second PMIx_Init connects but
+ * PMIx_Get finds none of the job's data (pmix.lrank: NOT-FOUND), so a
+ * bootstrap created after the last one was destroyed failed. Its
+ * PMIx_Finalize runs with the other static destructors.
+ */
+void keep_client_until_exit() {
+    static const std::unique_ptr<PmixClient> keeper = [] {
+        std::unique_ptr<PmixClient> c;
+        if (PmixClient::create(&c) != P2P_OK) {
+            c.reset();
+        }
+        return c;
+    }();
+    (void)keeper;
+}
+
 /** Distinguishes the keys of successive bootstrap objects of a process. */
 std::atomic<uint32_t> g_instance{0};
 
@@ -387,6 +406,7 @@ p2p_status_t pmix_bootstrap_create(std::unique_ptr<Bootstrap> *out) {
     if (st != P2P_OK) {
         return st;
     }
+    keep_client_until_exit();
     log_set_rank(static_cast<int>(boot->rank()));
     P2P_LOG(P2P_LOG_INFO,
             "pmix bootstrap: rank %u of %u (local %u of %u) in namespace %s, "

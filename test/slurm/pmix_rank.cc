@@ -5,7 +5,8 @@
  *
  *   pmix_rank --check SIZE LOCAL_SIZE   rank/size/local values, allgathers of
  *                                       uneven blobs (one empty), barriers,
- *                                       a second bootstrap (PMIx_Init refcount)
+ *                                       a second bootstrap (PMIx_Init refcount),
+ *                                       one created after all were destroyed
  *   pmix_rank --unsupported             outside a launcher: create must give
  *                                       P2P_ERR_UNSUPPORTED
  *   pmix_rank --bench ITERS             timings (rank 0 prints one line)
@@ -133,6 +134,15 @@ int run_check(long want_size, long want_local_size) {
     expect_eq("third barrier", b3->barrier(), P2P_OK);
     b3.reset();
     b2.reset();
+
+    // Every bootstrap gone: a new one must still find the job (PMIx 4.2's
+    // client, once finalized for good, did not: pmix.lrank NOT-FOUND).
+    unsetenv("P2P_BOOTSTRAP_MAX_MSG");
+    std::unique_ptr<Bootstrap> b4 = create_or_die();
+    expect_eq("bootstrap after the last was destroyed: rank", b4->rank(), launcher_rank());
+    check_allgather(*b4, 1);
+    expect_eq("bootstrap after the last was destroyed: barrier", b4->barrier(), P2P_OK);
+    b4.reset();
     std::printf("pmix_rank OK rank %d\n", g_rank);
     return 0;
 }
