@@ -89,7 +89,9 @@ typedef enum {
     P2P_ERR_TRUNCATED       =  -6,  /**< message longer than the receive */
     P2P_ERR_PEER_FAILURE    =  -7,  /**< peer died, became unreachable, or
                                          shut its communicator down */
-    P2P_ERR_CANCELED        =  -8,  /**< shut down before it finished */
+    P2P_ERR_CANCELED        =  -8,  /**< canceled before it finished
+                                         (p2p_comm_shutdown,
+                                         p2p_comm_cancel_recv) */
     P2P_ERR_TIMEOUT         =  -9,
     P2P_ERR_BUSY            = -10,  /**< resource still in use (e.g. memory
                                          with operations in flight) */
@@ -241,7 +243,7 @@ typedef enum {
  * variables), P2P_ERR_UNSUPPORTED (type not available in this build; AUTO
  * under an MPI launcher with neither PMIx nor the torchrun variables),
  * P2P_ERR_BOOTSTRAP (rendezvous failed: timeout, bad token, peer gone),
- * P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS passed).
+ * P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS passed), P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type,
                                   p2p_bootstrap_h *bootstrap_p);

@@ -83,7 +83,7 @@ typedef struct {
  * The rail plan of local rank local_rank out of local_size ranks on this
  * machine, under the current environment.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL,
- * local_size 0, local_rank >= local_size, malformed P2P_RAILS or
+ * local_size 0, local_rank >= local_size, malformed P2P_RAILS, P2P_HCA or
  * P2P_IB_GID_INDEX, a device named in P2P_RAILS or SMDATAPARALLEL_DEVICE_NAME
  * that does not exist), P2P_ERR_NO_MEMORY (device list longer
  * than devices[], or an allocation failed). *info_p is set only on success.

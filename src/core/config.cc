@@ -76,9 +76,10 @@ const ConfigVar kTable[] = {
     {"P2P_JOB_TOKEN", "",
      "Value shared by the ranks of one job (an identifier, not a password: "
      "it travels in the clear); connections presenting another are "
-     "rejected. p2prun sets a random one. Unset: derived from MASTER_PORT "
-     "and torchrun's TORCHELASTIC_RUN_ID/RESTART_COUNT, else from "
-     "P2P_MASTER_PORT; ranks that scan P2P_PORT_RANGE need one of these."},
+     "rejected. p2prun sets a random one. Unset: derived from "
+     "P2P_MASTER_PORT, else from MASTER_PORT with torchrun's "
+     "TORCHELASTIC_RUN_ID/RESTART_COUNT, else from those two alone; ranks "
+     "that scan P2P_PORT_RANGE need one of these."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries) and for each "
      "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "

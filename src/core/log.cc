@@ -35,8 +35,8 @@ p2p_log_level_t log_level() {
         if (env != nullptr &&
             config_parse_log_level(env, &parsed) != P2P_OK) {
             std::fprintf(stderr,
-                         "[ucxp2p] warn: config: P2P_LOG_LEVEL='%s' unknown, "
-                         "using warn\n", env);
+                         "[ucxp2p] warn: config: P2P_LOG_LEVEL='%s' unknown "
+                         "(p2p_context_create refuses it; logging at warn)\n", env);
             parsed = P2P_LOG_WARN;
         }
         int expected = -1;

@@ -44,7 +44,7 @@ extern "C" const char *p2p_status_string(p2p_status_t status) {
     case P2P_ERR_BAD_RANK:       return "peer rank out of range";
     case P2P_ERR_TRUNCATED:      return "message truncated: longer than the receive buffer";
     case P2P_ERR_PEER_FAILURE:   return "peer failed or unreachable";
-    case P2P_ERR_CANCELED:       return "operation canceled by shutdown";
+    case P2P_ERR_CANCELED:       return "operation canceled (shutdown or cancel_recv)";
     case P2P_ERR_TIMEOUT:        return "timed out";
     case P2P_ERR_BUSY:           return "resource busy";
     case P2P_ERR_SHUTDOWN:       return "communicator shut down";

@@ -40,7 +40,7 @@ uint8_t pattern(uint32_t src, uint32_t dst, uint32_t tensor, size_t i) {
 
 void usage(FILE *out) {
     std::fprintf(out,
-                 "usage: p2p_demo [-s BYTES] [-t TENSORS] [-i ITERS]\n"
+                 "usage: p2p_demo [-s BYTES] [-t TENSORS] [-i ITERS] [-h|--help]\n"
                  "  all-to-all exchange of TENSORS tensors of BYTES bytes per rank pair,\n"
                  "  ITERS times, every payload verified (defaults 1M, 4, 10). BYTES takes\n"
                  "  a K, M or G suffix (powers of 2); at most 1G, and TENSORS at most\n"
@@ -78,7 +78,9 @@ bool parse_count(const char *text, bool suffix_ok, uint64_t max, uint64_t *out) 
 int main(int argc, char **argv) {
     uint64_t bytes = 1 << 20, tensors = 4, iters = 10;
     int opt;
-    while ((opt = getopt(argc, argv, "s:t:i:h")) != -1) {
+    static const struct option kLong[] = {{"help", no_argument, nullptr, 'h'},
+                                          {nullptr, 0, nullptr, 0}};
+    while ((opt = getopt_long(argc, argv, "s:t:i:h", kLong, nullptr)) != -1) {
         bool ok = true;
         switch (opt) {
         case 's': ok = parse_count(optarg, true, uint64_t(1) << 30, &bytes); break;
