@@ -92,6 +92,14 @@ Identity compute_identity() {
     std::memset(&id, 0, sizeof(id));
     id.pid = static_cast<uint32_t>(getpid());
     id.epoch_fd = -1;
+    // Where the pid means something to a peer (same_pid_space), whether or
+    // not single copy is on: a peer's liveness check needs it too.
+    struct stat sb;
+    if (read_boot_id(id.boot_id) && stat("/proc/self/ns/pid", &sb) == 0) {
+        id.pid_ns = static_cast<uint64_t>(sb.st_ino);
+    } else {
+        std::memset(id.boot_id, 0, sizeof(id.boot_id));
+    }
     std::string mode = config_get("P2P_CMA");
     if (mode == "off") {
         P2P_LOG(P2P_LOG_DEBUG, "cma: disabled by P2P_CMA=off");
@@ -107,12 +115,10 @@ Identity compute_identity() {
                 "shared memory");
         return id;
     }
-    struct stat sb;
-    if (!read_boot_id(id.boot_id) || stat("/proc/self/ns/pid", &sb) != 0) {
+    if (id.pid_ns == 0) {
         P2P_LOG(P2P_LOG_DEBUG, "cma: disabled (no boot id or pid namespace)");
         return id;
     }
-    id.pid_ns = static_cast<uint64_t>(sb.st_ino);
     // Seccomp (container runtimes) may forbid the call altogether.
     uint64_t src = 0x1234, dst = 0;
     struct iovec l = {&dst, sizeof(dst)}, r = {&src, sizeof(src)};
@@ -134,6 +140,11 @@ Identity compute_identity() {
 const Identity &local_identity() {
     static Identity id = compute_identity();
     return id;
+}
+
+bool same_pid_space(const Identity &mine, const Identity &theirs) {
+    return mine.pid_ns != 0 && mine.pid_ns == theirs.pid_ns &&
+           std::memcmp(mine.boot_id, theirs.boot_id, sizeof(mine.boot_id)) == 0;
 }
 
 bool peer_eligible(const Identity &mine, const Identity &theirs) {

@@ -82,6 +82,10 @@ const Identity &local_identity();
 /** Same host, same pid namespace, both enabled. */
 bool peer_eligible(const Identity &mine, const Identity &theirs);
 
+/** Same host and pid namespace (known on both sides): theirs.pid names
+ *  the peer's process here. */
+bool same_pid_space(const Identity &mine, const Identity &theirs);
+
 /** P2P_ERR_INVALID_PARAM (logged) when P2P_CMA, P2P_CMA_THRESH,
  *  P2P_CMA_MAPPED_THRESH or P2P_CMA_SPLIT is malformed: context creation
  *  checks them, as every other P2P_* value, although they are read only

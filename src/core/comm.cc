@@ -203,6 +203,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->failed_pending_.reserve(2 * size_t(c->size_));
     c->late_hellos_.reserve(c->size_);  // a peer says hello once
     c->hellos_due_.reserve(c->size_);   // one flush per new endpoint
+    c->watched_.reserve(c->size_);
     c->closing_.reserve(c->size_);
     c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
     uint32_t ncma = 0;
@@ -211,6 +212,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->refs_[r].rank = r;
         c->peers_[r].cma = cma::peer_eligible(hosts[c->rank_], hosts[r]);
         c->peers_[r].pid = hosts[r].pid;
+        c->peers_[r].pid_visible = r != c->rank_ && cma::same_pid_space(hosts[c->rank_], hosts[r]);
         c->peers_[r].epoch_fd = hosts[r].epoch_fd;
         c->peers_[r].epoch_ino = hosts[r].epoch_ino;
         ncma += c->peers_[r].cma ? 1 : 0;
@@ -411,6 +413,9 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
                                                            : P2P_ERR_TRANSPORT;
     }
     *ep_p = p.ep;
+    if (p.pid_visible) {
+        watched_.push_back(peer);  // one endpoint per peer: within capacity
+    }
     // Tell the peer we may now wait on it, so that its shutdown says
     // goodbye to us even if it never names us (on_peer_hello). Not from
     // our own shutdown (send_goodbyes): we are the one leaving. Only once

@@ -273,6 +273,7 @@ private:
         bool map_refused = false;  // its regions cannot be mapped here
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
         uint32_t pid = 0;
+        bool pid_visible = false;  // pid names its process here (same_pid_space)
         int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
         uint64_t epoch_ino = 0;
         shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
@@ -408,6 +409,12 @@ private:
     void link(Op *op);
     void unlink(Op *op);
     void handle_failures();  // deferred hook, worker lock held
+    /** Periodic (Context::periodic_run): a same-host peer we have an
+     *  endpoint to whose process is gone fails. UCX 1.13 watches only
+     *  endpoints the peer answered (keepalive): one to a peer that died
+     *  before it answered ours, over shared memory, never fails, and the
+     *  operations naming it waited until destroy. */
+    void watch_peers();
     void close_eps();        // worker lock held
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
@@ -509,6 +516,7 @@ private:
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<uint32_t> late_hellos_;     // hellos after our goodbyes (on_peer_hello)
     std::vector<uint32_t> hellos_due_;      // wired up: our hello is to go (say_hellos)
+    std::vector<uint32_t> watched_;         // same-host peers we have endpoints to
     std::vector<void *> closing_;           // ep close requests in flight
     std::vector<Flushing> flushing_;        // see force_close_flushed
     Op *ops_ = nullptr;                      // in-flight operations

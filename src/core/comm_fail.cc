@@ -1,10 +1,17 @@
 /*
- * A peer that failed (UCX's error handler) or left (its goodbye): what the
- * communicator does about it, once per peer, after the progress call that
- * learnt it (Comm::handle_failures, a deferred hook of the context).
+ * A peer that failed (UCX's error handler, or a same-host process found
+ * gone while our endpoint to it still waits for wireup) or left (its
+ * goodbye): what the communicator does about it, once per peer, after the
+ * progress call that learnt it (Comm::handle_failures, a deferred hook of
+ * the context).
  */
 #include "core/comm.h"
 #include "core/log.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 
 namespace ucxp2p {
 
@@ -58,7 +65,46 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
     return false;
 }
 
+namespace {
+
+/** The process is gone (or a zombie nobody reaped yet). */
+bool process_gone(uint32_t pid) {
+    if (pid == 0) return false;
+    if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+    char path[48];
+    std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+    FILE *f = std::fopen(path, "r");
+    if (f == nullptr) return errno == ENOENT;
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char *paren = std::strrchr(buf, ')');  // the name may hold anything
+    return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+} // namespace
+
+void Comm::watch_peers() {
+    if (watched_.empty() || !ctx_->periodic_run()) return;
+    for (size_t i = 0; i < watched_.size();) {
+        const uint32_t r = watched_[i];
+        Peer &p = peers_[r];
+        if (p.failed || p.left) {
+            watched_[i] = watched_.back();  // UCX or its goodbye told us
+            watched_.pop_back();
+            continue;
+        }
+        if (process_gone(p.pid)) {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u (pid %u) is gone", id_, r, p.pid);
+            on_peer_error(r, UCS_ERR_CONNECTION_RESET);
+        }
+        ++i;
+    }
+}
+
 void Comm::handle_failures() {
+    watch_peers();
     close_flushed();
     say_hellos();
     answer_late_hellos();

@@ -8,6 +8,7 @@
 #include "core/ucx_tls.h"
 #include "core/ucx_user.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -259,6 +260,8 @@ p2p_status_t Context::create(const ContextSettings &settings,
     po.tick_ms = std::min<uint32_t>(100, std::max<uint32_t>(settings.peer_timeout_ms / 10, 1));
     po.wakeup_supported = wakeup;
     po.serialized = settings.thread_mode == P2P_THREAD_SERIALIZED;
+    po.periodic = &c->periodic_due_;
+    po.period_ns = std::max<int64_t>(int64_t(settings.peer_timeout_ms) * 1000000 / 4, 10000000);
     Context *raw = c.get();
     c->progress_.reset(new Progress(c->worker_.get(), c->worker_mu_, po,
                                     [raw] { raw->run_deferred_hooks(); }));
@@ -331,10 +334,11 @@ void Context::remove_deferred_hook(const void *owner) {
 }
 
 void Context::run_deferred_hooks() {
-    if (!deferred_pending_) {
-        return;  // the common case: one load per progress call
+    if (!deferred_pending_ && !periodic_due_.load(std::memory_order_relaxed)) {
+        return;  // the common case: two loads per progress call
     }
     deferred_pending_ = false;  // a hook may request again (next call runs it)
+    periodic_run_ = periodic_due_.exchange(false, std::memory_order_relaxed);
     answer_gone_hellos();
     close_gone_eps();
     for (auto &h : hooks_) {

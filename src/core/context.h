@@ -10,6 +10,7 @@
 #include "core/progress.h"
 #include "core/ucx_raii.h"
 
+#include <atomic>
 #include <ucxp2p/p2p.h>
 
 #include <array>
@@ -82,6 +83,9 @@ public:
     /** Ask for the hooks to run after the next progress call (worker lock
      *  held); progress calls with nothing requested skip them. */
     void request_deferred() { deferred_pending_ = true; }
+    /** Within the deferred hooks: the periodic flag was up for this run
+     *  (about every peer timeout / 4: periodic work may run). */
+    bool periodic_run() const { return periodic_run_; }
 
     /** Notes between the ranks of a communicator, one UCP active message
      *  (no receive to post, nothing left in the unexpected queue when the
@@ -194,6 +198,8 @@ private:
     };
     std::vector<GoneEp> gone_eps_;  // worker lock
     bool deferred_pending_ = false;  // worker lock held
+    std::atomic<bool> periodic_due_{false};  // set by Progress, taken with the hooks
+    bool periodic_run_ = false;  // worker lock held: this run of the hooks is periodic
     bool ucx_cuda_ = false;
 };
 

@@ -196,6 +196,7 @@ void Progress::run_backstop() {
             sleep_on_wake_fd(static_cast<int64_t>(timeout) * 1000000);
         }
         armed = false;
+        tick_period(now_ns());  // the application's calls or ours run it
         uint64_t now = worker_mu_.frequent_locks();
         if (now != seen || app_waiting_.load(std::memory_order_relaxed)) {
             seen = now;  // the application is calling: its calls progress
@@ -265,6 +266,7 @@ void Progress::run() {
     while (!stop_.load(std::memory_order_relaxed)) {
         if (opts_.mode != P2P_PROGRESS_BUSY) {
             const int64_t t = now_ns();
+            tick_period(t);  // a polling user's progress calls run it too
             uint64_t polls = user_polls_.load(std::memory_order_relaxed);
             if (polls != seen_user_polls) {
                 seen_user_polls = polls;
@@ -306,6 +308,7 @@ void Progress::run() {
             n = progress_locked();
         }
         int64_t now = now_ns();
+        tick_period(now);
         const bool active = n != 0 || posts != posts_.load(std::memory_order_relaxed);
         if (active) {
             last_active = now;

@@ -47,6 +47,10 @@ public:
         uint32_t tick_ms;
         bool wakeup_supported;  // worker created with UCP_FEATURE_WAKEUP
         bool serialized = false;  // P2P_THREAD_SERIALIZED: a backstop thread
+        // Set every period_ns by the progress (or backstop) thread, for the
+        // deferred hooks' periodic work (a peer liveness sweep); null: none.
+        std::atomic<bool> *periodic = nullptr;
+        int64_t period_ns = 0;
     };
 
     /** after_progress runs (with the worker lock held) after each progress
@@ -158,6 +162,14 @@ private:
     Mutex &worker_mu_;
     Options opts_;
     std::function<void()> after_progress_;
+    int64_t next_period_ns_ = 0;  // the progress or backstop thread's own
+    /** Raise opts_.periodic when its period passed (now: now_ns()). */
+    void tick_period(int64_t now) {
+        if (opts_.periodic != nullptr && now >= next_period_ns_) {
+            next_period_ns_ = now + opts_.period_ns;
+            opts_.periodic->store(true, std::memory_order_relaxed);
+        }
+    }
     int worker_efd_ = -1;
     int wake_fd_ = -1;   // eventfd
     int epoll_fd_ = -1;

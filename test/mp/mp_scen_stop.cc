@@ -13,21 +13,97 @@
  *       pending on that endpoint ends: nothing may reach the destroyed
  *       communicator (a sanitizer build reports it). Rank 1 then destroys
  *       its communicator as usual.
+ *   stopped-peer killed  as stopped-peer, but rank 1 never talks to rank 0
+ *       (its pid goes through a file named by their common parent, p2prun,
+ *       and a bootstrap barrier) and rank 0 posts a receive, an 8-byte and
+ *       a 4 MiB send to the stopped rank (its endpoint's wireup cannot
+ *       finish) and then kills it: every one must complete within
+ *       2 peer timeouts + 5 s, P2P_ERR_PEER_FAILURE (the 8-byte send may
+ *       also end P2P_OK, finished locally). p2prun then reports rank 1's
+ *       SIGKILL (run it with --keep-going).
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <unistd.h>
 
 namespace mp {
 
-void run_stopped_peer(int, char **) {
+namespace {
+
+/** Rank 0 of "stopped-peer killed": the operations naming the stopped
+ *  rank (pid) are posted before its endpoint can be wired up, then it
+ *  dies; each must complete. */
+void posts_to_a_peer_killed_while_stopped(Rank &r, pid_t pid) {
+    constexpr size_t kBig = size_t(4) << 20;
+    RegBuf big(r.ctx(), 2 * kBig, 0x5A);
+    MP_OK(p2p_comm_recv(r.comm(), 1, 9, big.data(), 8, big.mem(), ctx_of(9)));
+    MP_OK(p2p_comm_recv(r.comm(), 1, 10, big.data(), kBig, big.mem(), ctx_of(10)));
+    MP_OK(p2p_comm_send(r.comm(), 1, 11, big.data() + kBig, 8, big.mem(), ctx_of(11)));
+    MP_OK(p2p_comm_send(r.comm(), 1, 12, big.data() + kBig, 65536, big.mem(), ctx_of(12)));
+    MP_OK(p2p_comm_send(r.comm(), 1, 13, big.data() + kBig, kBig, big.mem(), ctx_of(13)));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    MP_CHECK(kill(pid, SIGKILL) == 0, "cannot kill rank 1");
+    Clock::time_point t0 = Clock::now();
+    const double peer_timeout_s = env_ul("P2P_PEER_TIMEOUT_MS", 2000) / 1000.0;
+    std::vector<p2p_completion_t> got;
+    while (got.size() < 5 && seconds_since(t0) < 2 * peer_timeout_s + 5) {
+        for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+            std::vector<p2p_completion_t> c = pop(r.comm(), q, 0);
+            got.insert(got.end(), c.begin(), c.end());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    MP_CHECK(got.size() == 5, "%zu of 5 operations naming the killed rank completed "
+             "%.1f s after its death", got.size(), seconds_since(t0));
+    for (const p2p_completion_t &c : got) {
+        const bool small_send = c.tensor_id == 11;
+        MP_CHECK(c.status == P2P_ERR_PEER_FAILURE || (small_send && c.status == P2P_OK),
+                 "tensor %u: status %d, expected P2P_ERR_PEER_FAILURE", c.tensor_id,
+                 static_cast<int>(c.status));
+    }
+    say("operations naming the killed rank completed %.1f s after its death",
+        seconds_since(t0));
+    r.destroy_comm();
+    say("stopped-peer ok");
+    r.finish();
+}
+
+} // namespace
+
+void run_stopped_peer(int argc, char **argv) {
+    const bool killed = argc > 0 && std::strcmp(argv[0], "killed") == 0;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "stopped-peer");
     MP_CHECK(r.size() == 2, "stopped-peer needs 2 ranks");
+    if (killed) {
+        // No message from rank 1: UCX on rank 0 must learn nothing of it
+        // before rank 0 names it.
+        const std::string file = "/tmp/mp-stopped-peer." + std::to_string(getppid());
+        if (r.rank() == 1) {
+            FILE *f = std::fopen(file.c_str(), "w");
+            MP_CHECK(f != nullptr && std::fprintf(f, "%d\n", static_cast<int>(getpid())) > 0 &&
+                         std::fclose(f) == 0, "cannot write %s", file.c_str());
+            r.barrier();
+            std::raise(SIGSTOP);
+            pause();  // killed here
+        }
+        r.barrier();
+        int pid = 0;
+        FILE *f = std::fopen(file.c_str(), "r");
+        MP_CHECK(f != nullptr && std::fscanf(f, "%d", &pid) == 1, "cannot read %s",
+                 file.c_str());
+        std::fclose(f);
+        std::remove(file.c_str());
+        wait_stopped(pid);
+        posts_to_a_peer_killed_while_stopped(r, pid);
+        return;
+    }
     RegBuf buf(r.ctx(), 64, 0x3C);
     const std::vector<Xfer> pid_msg = {{r.rank() == 1, 1 - r.rank(), 1, 8, 0}};
     if (r.rank() == 1) {

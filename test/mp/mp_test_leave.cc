@@ -17,6 +17,22 @@ TEST_P(MpTest, SendToAStoppedPeerEndsAtShutdown2Ranks) {
     expect_scenario({"stopped-peer"});
 }
 
+// A rank that dies before our endpoint to it could be wired up (it was
+// stopped when we first named it): UCX reports no error on that endpoint
+// over shared memory, so the operations naming it hung until destroy; the
+// communicator finds the process gone (same host) within about a peer
+// timeout.
+TEST_P(MpTest, PeerKilledBeforeItsEndpointWasWiredUp2Ranks) {
+    RunSpec s;
+    s.keep_going = true;
+    s.args = {"stopped-peer", "killed"};
+    std::string out;
+    int st = run(s, &out);
+    EXPECT_EQ(137, st) << "p2prun must report rank 1's SIGKILL\n" << out;
+    EXPECT_NE(std::string::npos, out.find("stopped-peer ok")) << out;
+    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+}
+
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     RunSpec s;
     s.ranks = 3;
