@@ -23,14 +23,7 @@ TEST_P(MpTest, SendToAStoppedPeerEndsAtShutdown2Ranks) {
 // communicator finds the process gone (same host) within about a peer
 // timeout.
 TEST_P(MpTest, PeerKilledBeforeItsEndpointWasWiredUp2Ranks) {
-    RunSpec s;
-    s.keep_going = true;
-    s.args = {"stopped-peer", "killed"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(137, st) << "p2prun must report rank 1's SIGKILL\n" << out;
-    EXPECT_NE(std::string::npos, out.find("stopped-peer ok")) << out;
-    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+    expect_rank_killed({"stopped-peer", "killed"}, "stopped-peer ok");
 }
 
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
@@ -142,16 +135,7 @@ TEST_P(MpTest, KillNineSurvivors) {
 }
 
 TEST_P(MpTest, ReceiveWhatADeadRankSentOncePerMessage) {
-    RunSpec s;
-    s.ranks = 2;
-    s.keep_going = true;
-    s.timeout_s = 90;
-    s.args = {"dead-arrived"};
-    std::string out;
-    int st = run(s, &out);
-    EXPECT_EQ(137, st) << "p2prun must report rank 1's SIGKILL\n" << out;
-    EXPECT_NE(std::string::npos, out.find("dead-arrived ok")) << out;
-    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+    expect_rank_killed({"dead-arrived"}, "dead-arrived ok");
 }
 
 TEST_P(MpTest, Idle8RanksUseNoCpu) {
