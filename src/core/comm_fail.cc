@@ -1,7 +1,6 @@
 /*
- * A peer that failed (UCX's error handler, or a same-host process found
- * gone while our endpoint to it still waits for wireup) or left (its
- * goodbye): what the communicator does about it, once per peer, after the
+ * A peer that failed (UCX's error handler, or watch_peers finding a
+ * same-host peer's process gone) or left (its goodbye): what the communicator does about it, once per peer, after the
  * progress call that learnt it (Comm::handle_failures, a deferred hook of
  * the context).
  */

@@ -10,10 +10,10 @@
 #include "core/progress.h"
 #include "core/ucx_raii.h"
 
-#include <atomic>
 #include <ucxp2p/p2p.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -1,4 +1,5 @@
 #include "core/ucx_tls.h"
+
 #include "core/ucx_user.h"
 
 #include <cstdlib>

@@ -516,12 +516,12 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
             break;
         }
         if (dl.expired()) {
+            const std::string refusal =
+                rejected.empty() || rejected == last_err ? "" : "; last refusal: " + rejected;
             P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank %u waited %llu ms for "
-                    "rank 0 at %s (last error: %s%s%s)", cfg.rank,
+                    "rank 0 at %s (last error: %s%s)", cfg.rank,
                     static_cast<unsigned long long>(cfg.timeout_ms),
-                    cfg.master_string().c_str(), last_err.c_str(),
-                    rejected.empty() || rejected == last_err ? "" : "; last refusal: ",
-                    rejected == last_err ? "" : rejected.c_str());
+                    cfg.master_string().c_str(), last_err.c_str(), refusal.c_str());
             return P2P_ERR_TIMEOUT;
         }
         P2P_LOG(P2P_LOG_DEBUG, "tcp bootstrap: rank %u retrying in %llu ms: %s",
