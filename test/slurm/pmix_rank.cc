@@ -7,6 +7,10 @@
  *                                       uneven blobs (one empty), barriers,
  *                                       a second bootstrap (PMIx_Init refcount),
  *                                       one created after all were destroyed
+ *   pmix_rank --gone                    rank 1 exits after wireup (normally,
+ *                                       PMIx finalized); the others' barrier
+ *                                       and allgather must fail, not hang
+ *                                       and not return OK
  *   pmix_rank --unsupported             outside a launcher: create must give
  *                                       P2P_ERR_UNSUPPORTED
  *   pmix_rank --bench ITERS             timings (rank 0 prints one line)
@@ -210,6 +214,29 @@ int run_bench(long iters) {
     return 0;
 }
 
+/** Rank 1 leaves right after wireup; every other rank's barrier and
+ *  allgather must then fail (not return OK as if rank 1 had entered). */
+int run_gone() {
+    std::unique_ptr<Bootstrap> b = create_or_die();
+    g_rank = static_cast<int>(b->rank());
+    if (b->rank() == 1) {
+        std::printf("pmix_rank OK rank %d (leaves)\n", g_rank);
+        return 0;
+    }
+    p2p_status_t st = b->barrier();
+    if (st == P2P_OK) {
+        fail("barrier with rank 1 gone", st, P2P_ERR_BOOTSTRAP);
+    }
+    std::vector<std::vector<uint8_t>> all;
+    p2p_status_t ag = b->allgather(blob(b->rank(), 0), &all);
+    if (ag == P2P_OK) {
+        fail("allgather with rank 1 gone", ag, P2P_ERR_BOOTSTRAP);
+    }
+    std::printf("pmix_rank OK rank %d (barrier %d, allgather %d)\n", g_rank,
+                st, ag);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -220,11 +247,14 @@ int main(int argc, char **argv) {
     if (argc == 2 && std::strcmp(argv[1], "--unsupported") == 0) {
         return run_unsupported();
     }
+    if (argc == 2 && std::strcmp(argv[1], "--gone") == 0) {
+        return run_gone();
+    }
     if (argc == 3 && std::strcmp(argv[1], "--bench") == 0) {
         return run_bench(std::atol(argv[2]));
     }
     std::fprintf(stderr,
-                 "usage: %s --check SIZE LOCAL_SIZE | --unsupported | "
+                 "usage: %s --check SIZE LOCAL_SIZE | --gone | --unsupported | "
                  "--bench ITERS\n",
                  argv[0]);
     return 2;

@@ -2,7 +2,8 @@
 # PMIx bootstrap tests (run by `make check`):
 #   1. outside a launcher, pmix_bootstrap_create -> P2P_ERR_UNSUPPORTED
 #   2. mpirun -np 4 (OpenMPI's PMIx server): rank/size/local values,
-#      allgather, barrier on every rank, for both P2P_PMIX_MODEX values
+#      allgather, barrier on every rank, for both P2P_PMIX_MODEX values;
+#      with a rank gone after wireup, barrier and allgather fail
 #   3. srun --mpi=pmix -n 4 inside a private Slurm (slurm_harness.sh), same
 # Exit 77 (skip) only when a launcher is not installed; any failure is loud.
 set -u
@@ -51,6 +52,13 @@ if command -v mpirun >/dev/null 2>&1; then
             --oversubscribe -x P2P_PMIX_MODEX "$prog" --check $n $n >"$out" 2>&1
         check_ranks "mpirun -np $n, modex $modex" $? "$out" $n
     done
+    # A rank that left after wireup: the others' barrier and allgather end
+    # with an error within the bootstrap timeout.
+    P2P_BOOTSTRAP_TIMEOUT_MS=2000 timeout -k 5 60 mpirun -np 3 \
+        --allow-run-as-root --oversubscribe -x P2P_BOOTSTRAP_TIMEOUT_MS \
+        "$prog" --gone >"$out" 2>&1
+    check_ranks "mpirun -np 3, rank 1 gone: barrier and allgather fail" $? \
+        "$out" 3
 else
     skipped="$skipped mpirun"
 fi
