@@ -378,7 +378,10 @@ p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
 /**
  * Release a registration.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BUSY (operations using it are still
- * in flight; nothing is released).
+ * in flight; nothing is released). An operation naming a failed peer that
+ * completed with P2P_ERR_PEER_FAILURE because UCX had not ended it within
+ * P2P_PEER_TIMEOUT_MS keeps its registration in use (BUSY) until UCX ends
+ * it, which may be never (README, "Peer failure").
  */
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 

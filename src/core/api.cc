@@ -70,9 +70,11 @@ void destroy_mem(Registry<MemEntry>::Ref &ref) {
     std::lock_guard<Mutex> lock(e.ctx->worker_mu());
     e.mem.dead = true;  // a post still holding a lookup now fails
     if (e.mem.inflight != 0) {
-        // Only after a communicator's shutdown gave up waiting (logged
-        // there): UCX may still use the mapping and an operation will still
-        // release this record. Keep both rather than free them under it.
+        // Only after a communicator's shutdown gave up waiting, or an
+        // operation naming a failed peer was completed without UCX
+        // (Comm::abandon_stuck; both logged there): UCX may still use the
+        // mapping and an operation will still release this record. Keep
+        // both rather than free them under it.
         P2P_LOG(P2P_LOG_ERROR, "mem: registration at %p still used by %lld "
                 "operations at context destroy: left mapped",
                 reinterpret_cast<void *>(e.mem.base),

@@ -29,7 +29,7 @@ void orphan_done(Op *op, void *request) {
     ucp_request_free(request);
     Context *ctx = op->mem->ctx;
     op->mem->release();  // deregistration stops saying "busy"
-    ctx->progress().op_completed();
+    if (!op->abandoned) ctx->progress().op_completed();  // else counted then
     delete op;
 }
 

@@ -126,6 +126,7 @@ struct Op {
     bool posting = false;
     bool done_in_post = false;
     bool cancel_asked = false;   // Comm::cancel_receives' slow path
+    bool abandoned = false;      // completed by Comm::abandon_stuck; UCX holds it
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
     uint64_t post_tag = 0;
@@ -271,6 +272,9 @@ private:
         bool watcher = false;   // said hello: see on_peer_hello
         bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
         bool map_refused = false;  // its regions cannot be mapped here
+        // When its failure was handled (or a receive of a message it sent
+        // before dying was posted since): abandon_stuck's clock. 0: none.
+        int64_t dead_since_ns = 0;
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
         uint32_t pid = 0;
         bool pid_visible = false;  // pid names its process here (same_pid_space)
@@ -416,6 +420,19 @@ private:
      *  operations naming it waited until destroy. */
     void watch_peers();
     void close_eps();        // worker lock held
+    /** Operations naming a peer whose endpoint failed that UCX has still
+     *  not ended P2P_PEER_TIMEOUT_MS after the failure was handled (or
+     *  after a receive of a message that peer sent before it died was
+     *  posted) complete with P2P_ERR_PEER_FAILURE; UCX keeps the request
+     *  as an orphan (orphan_done frees it, and releases its registration,
+     *  if UCX ever ends it). Seen with UCX 1.13 over shared memory: UCX
+     *  rendezvous sends and matched receives naming a SIGKILLed peer that
+     *  UCX never ended (UCX purges a failed endpoint's requests once its
+     *  lanes are discarded, which waits on a flush that needs room in the dead
+     *  rank's FIFO; README, "Peer failure").
+     *  Deferred hook. */
+    void abandon_stuck();
+    bool dead_watch_ = false;  // some peer's dead_since_ns is set: look
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
     void finish(Op *op, p2p_status_t ps, size_t bytes) {

@@ -28,7 +28,7 @@ void ctl_recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *,
         return;
     }
     if (op->comm == nullptr) {
-        if (kIsSend && st != UCS_OK) cma::bump_epoch(op->seq);
+        if (kIsSend && st != UCS_OK && !op->abandoned) cma::bump_epoch(op->seq);
         orphan_done(op, request);
         return;
     }

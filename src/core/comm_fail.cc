@@ -2,7 +2,8 @@
  * A peer that failed (UCX's error handler, or watch_peers finding a
  * same-host peer's process gone) or left (its goodbye): what the communicator does about it, once per peer, after the
  * progress call that learnt it (Comm::handle_failures, a deferred hook of
- * the context).
+ * the context); and, a peer timeout later, the operations naming it that
+ * UCX never ended (Comm::abandon_stuck).
  */
 #include "core/comm.h"
 #include "core/log.h"
@@ -135,11 +136,64 @@ void Comm::handle_failures() {
         if (p.ep_error) {
             close_ep(&p.ep, true);
             close_ep(&p.parked_ep, true);
+            if (p.dead_since_ns == 0) p.dead_since_ns = now_ns();
+            dead_watch_ = true;
         } else if (ucx_sends_to(peer)) {
             force_close_flushed(&p.parked_ep, peer, false);
         }
     }
     failed_pending_.clear();
+    abandon_stuck();
+}
+
+void Comm::abandon_stuck() {
+    if (!dead_watch_) return;
+    const int64_t now = now_ns();
+    const uint32_t timeout_ms = ctx_->settings().peer_timeout_ms;
+    const int64_t grace_ns = static_cast<int64_t>(timeout_ms) * 1000000LL;
+    bool waiting = false;  // an op naming a dead peer is still in its grace
+    uint32_t last_peer = UINT32_MAX;
+    size_t count = 0;  // abandoned ops naming last_peer, for its one warning
+    auto warn = [&]() {
+        if (count == 0) return;
+        P2P_LOG(P2P_LOG_WARN, "comm %u: %zu operation(s) naming failed rank %u "
+                "not ended by UCX %u ms after the failure: completed now as peer "
+                "failures, their memory stays registered until UCX lets go", id_,
+                count, last_peer, timeout_ms);
+        count = 0;
+    };
+    for (Op *op = ops_, *next; op != nullptr; op = next) {
+        next = op->next;  // op leaves the list below
+        const uint32_t peer = op->entry.peer;
+        const Peer &p = peers_[peer];
+        if (!p.ep_error || p.dead_since_ns == 0) continue;
+        if (now - p.dead_since_ns < grace_ns) {
+            waiting = true;
+            continue;
+        }
+        if (peer != last_peer) {
+            warn();
+            last_peer = peer;
+        }
+        ++count;
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s rank %u tensor %u (%zu bytes, stage %d) "
+                "abandoned to UCX", id_, op->is_send ? "send to" : "recv from", peer,
+                op->entry.tensor_id, op->length, static_cast<int>(op->stage));
+        if (op->is_send && op->stage != Op::PLAIN) {
+            cma::bump_epoch(op->seq);  // its buffer may be reused: no more reads
+        }
+        if (op->chosen != 0) report_choice(op, false);
+        unlink(op);
+        op->abandoned = true;
+        op->comm = nullptr;  // UCX's callback, if it ever comes, frees it
+        ctx_->progress().op_completed();
+        p2p_completion_t e = op->entry;
+        e.status = P2P_ERR_PEER_FAILURE;
+        e.bytes = 0;
+        cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(e);
+    }
+    warn();
+    dead_watch_ = waiting;
 }
 
 } // namespace ucxp2p

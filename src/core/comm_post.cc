@@ -247,7 +247,14 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
         // One arrived message let every block of the batch naming it
         // through: the ones it did not match would wait forever.
         for (size_t i = 0; i < count; ++i) {
-            if (eps[i] == nullptr) cancel_waits_from(items[i].peer);
+            if (eps[i] == nullptr) {
+                cancel_waits_from(items[i].peer);
+                Peer &p = peers_[items[i].peer];
+                if (p.ep_error) {  // abandon_stuck: a grace of its own
+                    p.dead_since_ns = now_ns();
+                    dead_watch_ = true;
+                }
+            }
         }
     }
     // Sends that completed inside the post (small messages) leave no
