@@ -10,6 +10,7 @@
  *   truncate              short receives, eager and rendezvous
  *   threads [n]           n threads (8) post and pop concurrently
  *   killee <victim>       the victim kills itself mid-stream
+ *   kill-stream [SIZE]    the last rank dies while 64 KiB streams are in flight
  *   idle [sec]            idle between two barriers (see P2P_MP_GO_FILE)
  *   shutdown              p2p_comm_shutdown cancels pending operations
  *   dead-arrived          receiving what a dead rank sent before dying
@@ -152,7 +153,8 @@ int main(int argc, char **argv) {
         {"alltoall", mp::run_alltoall}, {"unexpected", mp::run_unexpected},
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
         {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"threads", mp::run_threads},
-        {"killee", mp::run_killee},     {"idle", mp::run_idle},
+        {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},
+        {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-auto-order", mp::run_cma_auto_order},
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},

@@ -31,6 +31,7 @@ void run_cma_map_free(int argc, char **argv);
 void run_cancel(int argc, char **argv);
 void run_gone_churn(int argc, char **argv);
 void run_cma_split_destroy(int argc, char **argv);
+void run_kill_stream(int argc, char **argv);
 
 } // namespace mp
 
