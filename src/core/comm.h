@@ -272,8 +272,8 @@ private:
         bool watcher = false;   // said hello: see on_peer_hello
         bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
         bool map_refused = false;  // its regions cannot be mapped here
-        // When its failure was handled (or a receive of a message it sent
-        // before dying was posted since): abandon_stuck's clock. 0: none.
+        // When its failure was last handled (or a receive of a message it
+        // sent before dying was posted since): abandon_stuck's clock. 0: none.
         int64_t dead_since_ns = 0;
         uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
         uint32_t pid = 0;
@@ -432,6 +432,11 @@ private:
      *  rank's FIFO; README, "Peer failure").
      *  Deferred hook. */
     void abandon_stuck();
+    /** From now, abandon_stuck gives p's operations one peer timeout. */
+    void start_abandon_clock(Peer *p) {
+        p->dead_since_ns = now_ns();
+        dead_watch_ = true;
+    }
     bool dead_watch_ = false;  // some peer's dead_since_ns is set: look
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */

@@ -1,9 +1,10 @@
 /*
  * A peer that failed (UCX's error handler, or watch_peers finding a
- * same-host peer's process gone) or left (its goodbye): what the communicator does about it, once per peer, after the
- * progress call that learnt it (Comm::handle_failures, a deferred hook of
- * the context); and, a peer timeout later, the operations naming it that
- * UCX never ended (Comm::abandon_stuck).
+ * same-host peer's process gone) or left (its goodbye): what the
+ * communicator does about it, once per peer, after the progress call that
+ * learnt it (Comm::handle_failures, a deferred hook of the context); and, a
+ * peer timeout later, the operations naming it that UCX never ended
+ * (Comm::abandon_stuck).
  */
 #include "core/comm.h"
 #include "core/log.h"
@@ -136,8 +137,7 @@ void Comm::handle_failures() {
         if (p.ep_error) {
             close_ep(&p.ep, true);
             close_ep(&p.parked_ep, true);
-            if (p.dead_since_ns == 0) p.dead_since_ns = now_ns();
-            dead_watch_ = true;
+            start_abandon_clock(&p);
         } else if (ucx_sends_to(peer)) {
             force_close_flushed(&p.parked_ep, peer, false);
         }

@@ -250,10 +250,7 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             if (eps[i] == nullptr) {
                 cancel_waits_from(items[i].peer);
                 Peer &p = peers_[items[i].peer];
-                if (p.ep_error) {  // abandon_stuck: a grace of its own
-                    p.dead_since_ns = now_ns();
-                    dead_watch_ = true;
-                }
+                if (p.ep_error) start_abandon_clock(&p);  // a grace of its own
             }
         }
     }
