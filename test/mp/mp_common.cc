@@ -68,6 +68,12 @@ void wait_stopped(pid_t pid) {
     }
 }
 
+void serialize_victim(unsigned long victim) {
+    if (env_ul("RANK", victim + 1) == victim) {
+        setenv("P2P_THREAD_MODE", "serialized", 1);
+    }
+}
+
 unsigned long env_ul(const char *name, unsigned long dflt) {
     const char *v = std::getenv(name);
     if (v == nullptr || *v == '\0') {

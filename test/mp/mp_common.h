@@ -192,6 +192,13 @@ inline size_t index_of(void *uc) { return reinterpret_cast<uintptr_t>(uc) - 1; }
 /** Environment variable as unsigned (default when unset). */
 unsigned long env_ul(const char *name, unsigned long dflt);
 
+/** Before Rank is constructed, in a scenario where rank `victim` (by the
+ *  launcher's RANK) kills itself: that rank runs P2P_THREAD_SERIALIZED, no
+ *  progress thread, so its kill, made between two of its calls, never lands
+ *  inside a UCX shared-memory send. One that did would wedge the receiver's
+ *  FIFO for every sender (README, Peer failure; test/ucx/mm_wedge.sh). */
+void serialize_victim(unsigned long victim);
+
 } // namespace mp
 
 #endif

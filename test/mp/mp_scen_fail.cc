@@ -75,6 +75,8 @@ void killee_check(const Xfer &x, const p2p_completion_t &c) {
 } // namespace
 
 void run_killee(int argc, char **argv) {
+    serialize_victim(argc > 0 ? std::strtoul(argv[0], nullptr, 10)
+                              : env_ul("WORLD_SIZE", 1) - 1);
     Rank r;
     set_identity(static_cast<int>(r.rank()), "killee");
     MP_CHECK(r.size() >= 3, "killee needs at least 3 ranks (2 survivors)");
@@ -263,6 +265,7 @@ void run_shutdown(int, char **) {
 // ------------------------------------------------------------------ dead-arrived
 
 void run_dead_arrived(int, char **) {
+    serialize_victim(1);
     Rank r;
     set_identity(static_cast<int>(r.rank()), "dead-arrived");
     MP_CHECK(r.size() == 2, "dead-arrived runs on 2 ranks");

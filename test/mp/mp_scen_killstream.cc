@@ -11,15 +11,16 @@
  *       some rendezvous sends and receives naming the dead rank
  *       (Comm::abandon_stuck).
  *
- * kill_point: the victim runs in serialized mode (no progress thread) and
- * kills itself from its own loop, so it never dies inside a UCX call. A
- * process killed inside a UCX shared-memory send, after it reserved a slot
- * in the receiver's FIFO and before it marked the slot written, wedges that
- * receiver: UCX 1.13's mm FIFO is shared by all senders and read in order,
- * so the receiver gets nothing more over shared memory from anyone (README,
- * Peer failure; test/ucx/mm_wedge.sh). That is not what this scenario
- * tests: when the victim was killed from a timer thread, it once stalled
- * the survivors' traffic among themselves in CI (shm_serialized).
+ * kill_point: the victim runs in serialized mode (no progress thread,
+ * serialize_victim) and kills itself from its own loop, so it never dies
+ * inside a UCX call. A process killed inside a UCX shared-memory send,
+ * after it reserved a slot in the receiver's FIFO and before it marked the
+ * slot written, wedges that receiver: UCX 1.13's mm FIFO is shared by all
+ * senders and read in order, so the receiver gets nothing more over shared
+ * memory from anyone (README, Peer failure; test/ucx/mm_wedge.sh). That is
+ * not what this scenario tests: when the victim was killed from a timer
+ * thread, it once stalled the survivors' traffic among themselves in CI
+ * (shm_serialized).
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -63,9 +64,7 @@ uint64_t stamp(uint32_t src, uint32_t tid) {
 
 void run_kill_stream(int argc, char **argv) {
     setenv("P2P_CMA", "off", 1);  // UCX moves every message
-    if (env_ul("RANK", 0) + 1 == env_ul("WORLD_SIZE", 0)) {
-        setenv("P2P_THREAD_MODE", "serialized", 1);  // the victim: kill_point
-    }
+    serialize_victim(env_ul("WORLD_SIZE", 1) - 1);  // kill_point
     const size_t len = argc > 0 ? std::strtoul(argv[0], nullptr, 10) : 65536;
     MP_CHECK(len >= 16, "kill-stream: SIZE below 16");
     Rank r;
