@@ -82,7 +82,7 @@ void run_kill_stream(int argc, char **argv) {
         double kill_at_s = 0;
         if (me == victim) {
             std::mt19937 rng(static_cast<unsigned>(getpid()));
-            kill_at_s = (200 + static_cast<int>(rng() % 1300)) / 1000.0;
+            kill_at_s = (200 + rng() % 1300) / 1000.0;
         }
         bool dead = false;  // the victim, as far as we know
         Clock::time_point died{}, t0 = Clock::now();
@@ -143,11 +143,11 @@ void run_kill_stream(int argc, char **argv) {
                     if (p != me) left += 2 * kMessages - peers[p].lane[0].done -
                                          peers[p].lane[1].done;
                 }
-                MP_CHECK(false, "no end %.1f s after rank %u's failure was seen: with it "
-                         "%u sends and %u receives pending; with the survivors %u "
-                         "messages not done", seconds_since(died), victim,
-                         peers[victim].lane[1].in_flight,
-                         peers[victim].lane[0].in_flight, left);
+                MP_FAIL("no end %.1f s after rank %u's failure was seen: with it %u "
+                        "sends and %u receives pending; with the survivors %u messages "
+                        "not done", seconds_since(died), victim,
+                        peers[victim].lane[1].in_flight, peers[victim].lane[0].in_flight,
+                        left);
             }
             MP_CHECK(seconds_since(t0) < 60 + bound_s, "kill-stream: no end after %.0f s",
                      seconds_since(t0));
