@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -72,6 +73,20 @@ void serialize_victim(unsigned long victim) {
     if (env_ul("RANK", victim + 1) == victim) {
         setenv("P2P_THREAD_MODE", "serialized", 1);
     }
+}
+
+void die_now(p2p_comm_h comm, int ms) {
+    const Clock::time_point t0 = Clock::now();
+    p2p_completion_t e[64];
+    size_t n = 0;
+    do {
+        for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
+            p2p_comm_poll(comm, q, e, 64, &n);  // entries dropped: it dies
+        }
+    } while (seconds_since(t0) * 1000 < ms);
+    kill(getpid(), SIGKILL);
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    MP_FAIL("still alive after SIGKILL");
 }
 
 unsigned long env_ul(const char *name, unsigned long dflt) {

@@ -192,12 +192,19 @@ inline size_t index_of(void *uc) { return reinterpret_cast<uintptr_t>(uc) - 1; }
 /** Environment variable as unsigned (default when unset). */
 unsigned long env_ul(const char *name, unsigned long dflt);
 
-/** Before Rank is constructed, in a scenario where rank `victim` (by the
- *  launcher's RANK) kills itself: that rank runs P2P_THREAD_SERIALIZED, no
- *  progress thread, so its kill, made between two of its calls, never lands
- *  inside a UCX shared-memory send. One that did would wedge the receiver's
- *  FIFO for every sender (README, Peer failure; test/ucx/mm_wedge.sh). */
+/** A rank that kills itself must not die inside a UCX shared-memory send:
+ *  that would wedge the receiver's FIFO for every sender (README, Peer
+ *  failure; test/ucx/mm_wedge.sh), a UCX limit the kill scenarios do not
+ *  test. So, before Rank is constructed, rank `victim` (by the launcher's
+ *  RANK) takes P2P_THREAD_SERIALIZED: only its own calls progress UCX,
+ *  except the backstop thread's, which takes over only once the rank has
+ *  stayed out of the library for a while. It then dies by die_now. */
 void serialize_victim(unsigned long victim);
+
+/** The victim's death: it keeps calling (polling both queues) for ms, so
+ *  its traffic moves in its own thread and the backstop stays out, then
+ *  kill -9s itself right after a call returned. */
+[[noreturn]] void die_now(p2p_comm_h comm, int ms);
 
 } // namespace mp
 

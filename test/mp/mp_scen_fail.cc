@@ -32,7 +32,6 @@
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
-#include <csignal>
 #include <cstring>
 #include <cstdlib>
 #include <memory>
@@ -132,10 +131,7 @@ void run_killee(int argc, char **argv) {
         }
         if (victim && round == die_round) {
             say("victim posted round %zu, dying now", round);
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            kill(getpid(), SIGKILL);
-            std::this_thread::sleep_for(std::chrono::seconds(5));
-            MP_FAIL("still alive after SIGKILL");
+            die_now(r.comm(), 20);
         }
         auto t0 = Clock::now();
         collect(r.comm(), ops, bound_s, killee_check);
@@ -286,11 +282,8 @@ void run_dead_arrived(int, char **) {
             }
         }
         r.barrier();  // both messages are on their way
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         say("dying now");
-        kill(getpid(), SIGKILL);
-        std::this_thread::sleep_for(std::chrono::seconds(5));
-        MP_FAIL("still alive after SIGKILL");
+        die_now(r.comm(), 200);
     }
     r.barrier();
     // Learn of the death: a receive of something never sent fails.

@@ -11,9 +11,9 @@
  *       some rendezvous sends and receives naming the dead rank
  *       (Comm::abandon_stuck).
  *
- * kill_point: the victim runs in serialized mode (no progress thread,
- * serialize_victim) and kills itself from its own loop, so it never dies
- * inside a UCX call. A process killed inside a UCX shared-memory send,
+ * kill_point: the victim runs in serialized mode (serialize_victim) and
+ * kills itself from its own loop, which never stops calling, so it never
+ * dies inside a UCX call. A process killed inside a UCX shared-memory send,
  * after it reserved a slot in the receiver's FIFO and before it marked the
  * slot written, wedges that receiver: UCX 1.13's mm FIFO is shared by all
  * senders and read in order, so the receiver gets nothing more over shared
