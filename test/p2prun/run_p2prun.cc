@@ -16,10 +16,19 @@
 
 namespace p2prun_test {
 
-std::string p2prun_path() {
+namespace {
+std::string top_builddir() {
     const char *top = std::getenv("P2P_TOP_BUILDDIR");
-    std::string dir = top != nullptr && *top != '\0' ? top : P2P_TOP_BUILDDIR;
-    return dir + "/tools/p2prun/p2prun";
+    return top != nullptr && *top != '\0' ? top : P2P_TOP_BUILDDIR;
+}
+}  // namespace
+
+std::string p2prun_path() {
+    return top_builddir() + "/tools/p2prun/p2prun";
+}
+
+std::string signal_rank_path() {
+    return top_builddir() + "/test/p2prun/signal_rank";
 }
 
 double now_s() {

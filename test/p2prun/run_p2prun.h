@@ -12,6 +12,8 @@ namespace p2prun_test {
 
 // Path of the p2prun binary under test ($P2P_TOP_BUILDDIR/tools/p2prun/p2prun).
 std::string p2prun_path();
+// Path of the signal-recording rank ($P2P_TOP_BUILDDIR/test/p2prun/signal_rank).
+std::string signal_rank_path();
 
 // A fresh temporary directory, removed with its contents on destruction.
 class TempDir {

@@ -19,9 +19,12 @@ pid_t read_pid(const std::string &path) {
 }
 
 // Script for `sh -c`: runs `sleep 30` in the background of the rank (a
-// grandchild of p2prun), records its pid in DIR/sleep.RANK, and waits.
+// grandchild of p2prun), records its pid in DIR/sleep.RANK once it has
+// exec'd sleep, and waits. Before the exec, the forked shell would take a
+// signal as its trap's and lose it, and the sleep would outlive the rank.
 std::string sleeper(const TempDir &dir) {
-    return "sleep 30 & echo $! > " + dir.path() + "/sleep.$RANK.tmp && mv " + dir.path() +
+    return "sleep 30 & until read c < /proc/$!/comm && [ \"$c\" = sleep ]; do sleep 0.01; "
+           "done; echo $! > " + dir.path() + "/sleep.$RANK.tmp && mv " + dir.path() +
            "/sleep.$RANK.tmp " + dir.path() + "/sleep.$RANK; wait";
 }
 
@@ -195,21 +198,16 @@ INSTANTIATE_TEST_SUITE_P(Signals, P2prunSignal,
 TEST(P2prunSignalQuit, ForwardedThenRanksAreTerminated) {
     TempDir dir;
     // The ranks only note SIGQUIT (as a program dumping its threads would);
-    // the SIGTERM that follows ends them. No core files from the sleeps.
-    std::string got = dir.path() + "/got.$RANK";
-    std::string script = "ulimit -c 0; trap 'echo QUIT >> " + got + "' QUIT; trap 'echo TERM >> " +
-                         got + "; exit 0' TERM; sleep 30 & touch " + dir.path() +
-                         "/ready.$RANK; wait; while :; do sleep 0.1; done";
-    P2prun p(dir, {"-n", "2", "sh", "-c", script});
+    // the SIGTERM that follows ends them.
+    P2prun p(dir, {"-n", "2", signal_rank_path(), dir.path()});
     double took = 0;
     Result r = signal_when_ready(p, {dir.file("ready.0"), dir.file("ready.1")}, SIGQUIT, &took);
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(128 + SIGQUIT, r.code) << r.err;
     EXPECT_LT(took, 2.5) << "the ranks did not get SIGTERM";
     for (int rank = 0; rank < 2; ++rank) {
-        std::string text = read_file(dir.file("got." + std::to_string(rank)));
-        EXPECT_NE(std::string::npos, text.find("QUIT")) << "rank " << rank << ": " << text;
-        EXPECT_NE(std::string::npos, text.find("TERM")) << "rank " << rank << ": " << text;
+        EXPECT_EQ("QUIT\nTERM\n", read_file(dir.file("got." + std::to_string(rank))))
+            << "rank " << rank;
     }
 }
 
