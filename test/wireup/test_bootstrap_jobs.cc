@@ -75,7 +75,7 @@ TEST_F(BootstrapJobs, ScanningWithoutTokenIsRefused) {
         uint64_t t0 = wtest::now_ms();
         EXPECT_EQ(P2P_ERR_INVALID_PARAM, bootstrap_create(P2P_BOOTSTRAP_TCP, &b))
             << "rank " << rank;
-        EXPECT_LT(wtest::now_ms() - t0, 500u) << "not refused upfront";
+        EXPECT_LT(wtest::now_ms() - t0, 1500u) << "not refused upfront";  // vs the 3 s timeout
         std::string log = cap.text();
         EXPECT_NE(std::string::npos, log.find("P2P_JOB_TOKEN")) << log;
         EXPECT_NE(std::string::npos, log.find("TORCHELASTIC_RUN_ID")) << log;
