@@ -65,8 +65,19 @@ TEST_P(MpTest, SoakSingleCopySmall3Ranks) {
 }
 
 // Communicators created, used and destroyed in turn leave nothing open.
+// Over tcp, no UCP keepalive round falls within the run: UCX 1.13 crashes
+// (SIGSEGV in uct_tcp's parser, fixed in UCX 1.14) when a keepalive names
+// an endpoint its receiver closed already and more messages follow it on
+// the connection. Each destroyed communicator closes endpoints its peers
+// may still hold, so the churn made that a CI flake (ASAN build under
+// load: 1 run in 22 to 58 at the harness's 666 ms keepalive). README,
+// Peer failure; test/ucx/tcp_ep_check.sh reproduces it.
 TEST_P(MpTest, CommChurn3Ranks) {
-    expect_scenario({"comm-churn", "30"}, 3);
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"comm-churn", "30"};
+    if (is_tcp(GetParam())) s.env = {"UCX_KEEPALIVE_INTERVAL=600s"};
+    expect_pass(s, "comm-churn ok");
 }
 
 TEST_P(MpTest, Batch2Ranks) {
