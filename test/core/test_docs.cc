@@ -2,6 +2,8 @@
 // config table, so the documentation cannot silently fall behind the code.
 #include "core/config.h"
 
+#include "../top_dirs.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,8 +12,7 @@
 #include <string>
 
 TEST(Docs, ReadmeListsEveryVariable) {
-    const char *src = std::getenv("P2P_TOP_SRCDIR");
-    std::string dir = src != nullptr ? src : P2P_TOP_SRCDIR;
+    const std::string dir = p2ptest::top_srcdir();
     std::ifstream f(dir + "/README.md");
     ASSERT_TRUE(f.good()) << "cannot read " << dir << "/README.md";
     std::stringstream ss;

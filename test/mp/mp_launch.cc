@@ -26,14 +26,6 @@ double left_s(Clock::time_point deadline) {
 
 } // namespace
 
-std::string top_builddir() {
-    const char *env = std::getenv("P2P_TOP_BUILDDIR");
-    if (env != nullptr && *env != '\0') {
-        return env;
-    }
-    return P2P_TOP_BUILDDIR;
-}
-
 Launch::Launch(const std::vector<std::string> &argv) {
     int p[2];
     if (argv.empty() || pipe2(p, O_CLOEXEC) != 0) {

@@ -12,9 +12,6 @@
 
 namespace mptest {
 
-/** $P2P_TOP_BUILDDIR (set by make check), else the configure-time path. */
-std::string top_builddir();
-
 class Launch {
 public:
     /** fork + exec argv[0] with argv (PATH not searched). */

@@ -6,6 +6,7 @@
 #define UCXP2P_TEST_MP_MP_TEST_H
 
 #include "mp_launch.h"
+#include "../top_dirs.h"
 
 #include <gtest/gtest.h>
 
@@ -51,8 +52,8 @@ inline bool is_serialized(const Transport &t) {
     return std::string(t.name).find("serialized") != std::string::npos;
 }
 
-inline std::string p2prun_path() { return mptest::top_builddir() + "/tools/p2prun/p2prun"; }
-inline std::string mp_rank_path() { return mptest::top_builddir() + "/test/mp/mp_rank"; }
+inline std::string p2prun_path() { return p2ptest::top_builddir() + "/tools/p2prun/p2prun"; }
+inline std::string mp_rank_path() { return p2ptest::top_builddir() + "/test/mp/mp_rank"; }
 
 inline bool executable(const std::string &p) { return access(p.c_str(), X_OK) == 0; }
 

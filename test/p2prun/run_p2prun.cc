@@ -1,5 +1,7 @@
 #include "run_p2prun.h"
 
+#include "../top_dirs.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,19 +18,12 @@
 
 namespace p2prun_test {
 
-namespace {
-std::string top_builddir() {
-    const char *top = std::getenv("P2P_TOP_BUILDDIR");
-    return top != nullptr && *top != '\0' ? top : P2P_TOP_BUILDDIR;
-}
-}  // namespace
-
 std::string p2prun_path() {
-    return top_builddir() + "/tools/p2prun/p2prun";
+    return p2ptest::top_builddir() + "/tools/p2prun/p2prun";
 }
 
 std::string signal_rank_path() {
-    return top_builddir() + "/test/p2prun/signal_rank";
+    return p2ptest::top_builddir() + "/test/p2prun/signal_rank";
 }
 
 double now_s() {

@@ -6,6 +6,7 @@
  * command lines fail cleanly.
  */
 #include "json_mini.h"
+#include "../top_dirs.h"
 
 #include <gtest/gtest.h>
 
@@ -21,10 +22,7 @@
 
 namespace {
 
-std::string builddir() {
-    const char *env = std::getenv("P2P_TOP_BUILDDIR");
-    return env != nullptr ? env : P2P_TOP_BUILDDIR;
-}
+std::string builddir() { return p2ptest::top_builddir(); }
 
 std::string perftest() { return builddir() + "/tools/perftest/p2p_perftest"; }
 std::string demo() { return builddir() + "/tools/demo/p2p_demo"; }

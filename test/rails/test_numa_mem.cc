@@ -11,6 +11,8 @@
 #include "core/rails.h"
 #include "topo/numa_mem.h"
 
+#include "../top_dirs.h"
+
 #include "../fail_each.h"
 #include "../shell.h"
 #include "../ucx_warnings.h"
@@ -253,9 +255,7 @@ TEST_F(NumaMem, PlanNodeTheKernelRefusesFallsBack) {
         EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
         return;
     }
-    const char *src = std::getenv("P2P_TOP_SRCDIR");
-    std::string xml = std::string(src != nullptr ? src : P2P_TOP_SRCDIR) +
-                      "/test/topo/fixtures/gpu2_mlx2_bond.xml";
+    std::string xml = p2ptest::top_srcdir() + "/test/topo/fixtures/gpu2_mlx2_bond.xml";
     std::string cmd = "env -u UCX_NET_DEVICES -u P2P_HCA -u P2P_IB_GID_INDEX "
                       "-u SMDATAPARALLEL_DEVICE_NAME NUMA_MEM_CHILD=1 "
                       "HWLOC_XMLFILE=" + xml + " P2P_LOCAL_RANK=1 "

@@ -7,6 +7,7 @@
 
 #include "../scoped_env.h"
 #include "../shell.h"
+#include "../top_dirs.h"
 
 #include <ucp/api/ucp.h>
 
@@ -342,10 +343,7 @@ TEST(Numa, PlanNodeIsKnownAndThreadStaysRunnable) {
 // devices UCX cannot open (that would leave it without a network device).
 // Runs in a child process: the topology is loaded once per process.
 TEST(ApplyUcx, EfaRailsNotPinnedWhenUcxCannotDriveEfa) {
-    const char *src = std::getenv("P2P_TOP_SRCDIR");
-    const char *build = std::getenv("P2P_TOP_BUILDDIR");
-    std::string xml = std::string(src != nullptr ? src : P2P_TOP_SRCDIR) +
-                      "/../shared/data/topology/p4d.24xlarge.xml";
+    std::string xml = p2ptest::top_srcdir() + "/../shared/data/topology/p4d.24xlarge.xml";
     if (access(xml.c_str(), R_OK) != 0) {
         GTEST_SKIP() << "shared topology " << xml << " absent";
     }
@@ -356,8 +354,7 @@ TEST(ApplyUcx, EfaRailsNotPinnedWhenUcxCannotDriveEfa) {
     }
     std::string cmd = "env -u UCX_NET_DEVICES -u P2P_RAILS HWLOC_XMLFILE=" + xml +
                       " LOCAL_RANK=2 LOCAL_WORLD_SIZE=8 P2P_LOG_LEVEL=info P2P_BOOTSTRAP=single " +
-                      std::string(build != nullptr ? build : P2P_TOP_BUILDDIR) +
-                      "/tools/demo/p2p_demo -i 1 -s 64 -t 1 2>&1";
+                      p2ptest::top_builddir() + "/tools/demo/p2p_demo -i 1 -s 64 -t 1 2>&1";
     p2ptest::ShellResult r = p2ptest::run_shell(cmd);
     const std::string &out = r.out;
     EXPECT_EQ(0, r.status) << out;

@@ -3,6 +3,7 @@
 #define UCXP2P_TEST_TOPO_UTIL_H
 
 #include "../temp_dir.h"
+#include "../top_dirs.h"
 
 #include <gtest/gtest.h>
 
@@ -13,15 +14,9 @@
 
 namespace topo_test {
 
-inline std::string srcdir() {
-    const char *env = std::getenv("P2P_TOP_SRCDIR");
-    return env != nullptr ? env : P2P_TOP_SRCDIR;
-}
+inline std::string srcdir() { return p2ptest::top_srcdir(); }
 
-inline std::string builddir() {
-    const char *env = std::getenv("P2P_TOP_BUILDDIR");
-    return env != nullptr ? env : P2P_TOP_BUILDDIR;
-}
+inline std::string builddir() { return p2ptest::top_builddir(); }
 
 inline std::string fixture(const std::string &name) {
     return srcdir() + "/test/topo/fixtures/" + name;
