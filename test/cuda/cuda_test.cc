@@ -21,6 +21,7 @@
 #include "../rank_session.h"
 #include "../scoped_env.h"
 #include "../shell.h"
+#include "../top_dirs.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -188,7 +189,7 @@ std::string g_self;  // this program, for the two-rank runs
 
 p2ptest::ShellResult run_ranks(const std::string &env, const std::string &kind,
                                size_t len) {
-    const std::string cmd = env + " timeout 120 " P2P_TOP_BUILDDIR "/tools/p2prun/p2prun -n 2 -- " +
+    const std::string cmd = env + " timeout 120 " + p2ptest::top_builddir() + "/tools/p2prun/p2prun -n 2 -- " +
                             g_self + " --rank " + kind + " " + std::to_string(len) +
                             " 2>&1";
     return p2ptest::run_shell(cmd);
@@ -344,8 +345,8 @@ size_t good_csv_rows(const std::string &out) {
 // refusal, not a crash.
 TEST(CudaPerftest, MemoryTypes) {
     NEED_GPU();
-    const std::string pt = P2P_TOP_BUILDDIR "/tools/perftest/p2p_perftest";
-    const std::string run = "timeout 120 " P2P_TOP_BUILDDIR "/tools/p2prun/p2prun -n 2 -- " +
+    const std::string pt = p2ptest::top_builddir() + "/tools/perftest/p2p_perftest";
+    const std::string run = "timeout 120 " + p2ptest::top_builddir() + "/tools/p2prun/p2prun -n 2 -- " +
                             pt + " -q --csv -t bw,lat -s 8,1M -n 20 -m ";
     for (const char *type : {"cuda-managed", "cuda"}) {
         p2ptest::ShellResult m = p2ptest::run_shell(run + type + " 2>&1");

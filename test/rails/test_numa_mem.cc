@@ -11,10 +11,9 @@
 #include "core/rails.h"
 #include "topo/numa_mem.h"
 
-#include "../top_dirs.h"
-
 #include "../fail_each.h"
 #include "../shell.h"
+#include "../top_dirs.h"
 #include "../ucx_warnings.h"
 
 #include <gtest/gtest.h>

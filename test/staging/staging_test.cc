@@ -18,6 +18,7 @@
 #include "../rank_session.h"
 #include "../scoped_env.h"
 #include "../shell.h"
+#include "../top_dirs.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -458,7 +459,7 @@ TEST(StagedTwoRanks, EverySizeArrivesThroughTheCopies) {
                             "UCX_TLS=tcp,self"}) {
         SCOPED_TRACE(env);
         p2ptest::ShellResult r = p2ptest::run_shell(
-            std::string(env) + " timeout 120 " P2P_TOP_BUILDDIR "/tools/p2prun/p2prun -n 2 -- " +
+            std::string(env) + " timeout 120 " + p2ptest::top_builddir() + "/tools/p2prun/p2prun -n 2 -- " +
             g_self + " --rank 2>&1");
         EXPECT_EQ(0, r.status) << r.out;
         EXPECT_NE(std::string::npos, r.out.find("rank 0: staged ok")) << r.out;
