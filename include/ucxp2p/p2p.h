@@ -337,7 +337,11 @@ p2p_status_t p2p_comm_cancel_recv(p2p_comm_h comm, uint32_t peer, uint32_t tenso
 /**
  * Shut down (as above) and free the communicator; completions not yet
  * popped are discarded. Its endpoints are flushed (the peer has every byte
- * sent to it), then closed by force, so their connections are released; an
+ * sent to it), then closed by force, so their connections are released.
+ * With P2P_CLOSE_HANDSHAKE on (the default), an endpoint whose peer still
+ * holds its own in this communicator is not closed yet: the context keeps
+ * it open until the peer closes that one (destroys its communicator), the
+ * peer fails, or p2p_context_destroy (README, Peer failure). An
  * endpoint not flushed within P2P_PEER_TIMEOUT_MS (a peer that is stopped,
  * not dead) is closed all the same with a warning, and one whose close has
  * not ended within 2 x P2P_PEER_TIMEOUT_MS + 1 s is left to UCX with a

@@ -195,7 +195,8 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->tag_base_ = comm_tag_base(c->id_, gen);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
-    c->refs_.reset(new PeerRef[c->size_]);
+    c->refs_.reset(new PeerRef[c->size_]);  // shared_ptr<T[]>: delete[]
+    c->refs_keeper_.reset(new std::shared_ptr<PeerRef[]>());
     c->free_ops_.reserve(kMaxCachedOps);  // free_op runs in UCX callbacks
     // Appended to inside UCX callbacks and progress, where nothing may
     // throw: a peer is queued at most twice (it left, its endpoint failed)
@@ -241,12 +242,14 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     }
     Comm *raw = c.get();
     ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
-    ctx->set_note_handler(c->id_, gen, [raw](uint32_t r, bool hello) {
+    ctx->set_note_handler(c->id_, gen, [raw](uint32_t r, uint32_t magic) {
         if (r >= raw->size_ || r == raw->rank_) return;
-        if (hello) {
+        if (magic == Context::kHelloMagic) {
             raw->on_peer_hello(r);
-        } else {
+        } else if (magic == Context::kGoodbyeMagic) {
             raw->on_peer_left(r);
+        } else {
+            raw->peers_[r].peer_closed = true;  // kClosingMagic: see ~Comm
         }
     });
     P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
@@ -267,7 +270,10 @@ Comm::~Comm() {
     // an endpoint closed without force while its connection stays up (a
     // tcp connection each way, per communicator, for the life of the
     // process). A dead peer makes the flush fail within the keepalive
-    // bound, and force_close_flushed bounds it too.
+    // bound, and force_close_flushed bounds it too. An endpoint whose peer
+    // still holds its own is not closed here but handed to the context,
+    // which closes it when the peer closes that one (the close handshake,
+    // Context::Lingering).
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
         // From here on the context takes this id's notes, and says goodbye
@@ -286,15 +292,42 @@ Comm::~Comm() {
         // An operation still in flight may want an endpoint later (a split
         // receive's answer, send_ack): none is made, nothing would close it.
         eps_closed_ = true;
+        // The close handshake (Context::Lingering): an endpoint whose peer
+        // has not said it closes its own stays open, in the context, until
+        // it does; the others close now, each saying so right before.
+        std::vector<Context::Lingering> linger;
+        try {
+            if (ctx_->settings().close_handshake) linger.reserve(size_);
+        } catch (const std::bad_alloc &) {
+            // none linger: all close now
+        }
         for (uint32_t r = 0; r < size_; ++r) {
             Peer &p = peers_[r];
             if (p.ep_error) {
                 close_ep(&p.ep, true);
                 close_ep(&p.parked_ep, true);
-            } else {
-                force_close_flushed(&p.ep, r, false);
-                force_close_flushed(&p.parked_ep, r, false);
+                continue;
             }
+            if (!p.peer_closed && r != rank_ && linger.capacity() != 0) {
+                ucp_ep_h e = p.ep != nullptr ? p.ep : p.parked_ep;
+                if (e != nullptr) {
+                    say_closing(r, e);
+                    linger.push_back({id_, gen_, r, e, Context::Lingering::kNotDue});
+                }
+            }
+        }
+        if (ctx_->linger_locked(linger, refs_)) {
+            for (const Context::Lingering &l : linger) {
+                Peer &p = peers_[l.rank];
+                (p.ep == l.ep ? p.ep : p.parked_ep) = nullptr;
+                refs_[l.rank].comm = nullptr;  // its callbacks go to the context
+                refs_[l.rank].lingers = ctx_.get();
+            }
+        }
+        for (uint32_t r = 0; r < size_; ++r) {
+            if (peers_[r].ep_error) continue;
+            force_close_flushed(&peers_[r].ep, r, false);
+            force_close_flushed(&peers_[r].parked_ep, r, false);
         }
     }
     int64_t deadline = now_ns() + (2LL * ctx_->settings().peer_timeout_ms + 1000) * 1000000LL;
@@ -327,8 +360,9 @@ Comm::~Comm() {
         for (void *req : closing_) ucp_request_free(req);
         closing_.clear();
         for (uint32_t r = 0; r < size_; ++r) refs_[r].comm = nullptr;
-        ctx_->keep_until_worker_gone(refs_.release(), [](void *p) {
-            delete[] static_cast<PeerRef *>(p);
+        *refs_keeper_ = std::move(refs_);  // allocated at create: no throw here
+        ctx_->keep_until_worker_gone(refs_keeper_.release(), [](void *p) {
+            delete static_cast<std::shared_ptr<PeerRef[]> *>(p);
         });
     }
     ctx_->remove_deferred_hook(this);
@@ -381,6 +415,10 @@ static void ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
     Comm::PeerRef *p = static_cast<Comm::PeerRef *>(arg);
     if (p->comm != nullptr) {
         p->comm->on_peer_error(p->rank, st);
+    } else if (p->lingers != nullptr) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm gone: lingering endpoint to rank %u failed (%s)",
+                p->rank, ucs_status_string(st));
+        p->lingers->on_lingering_error(ep);
     } else {
         P2P_LOG(P2P_LOG_DEBUG, "comm gone: endpoint to rank %u failed after its "
                 "destroy (%s)", p->rank, ucs_status_string(st));

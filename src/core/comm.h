@@ -253,6 +253,9 @@ public:
     struct PeerRef {
         Comm *comm = nullptr;
         uint32_t rank = 0;
+        // Once the endpoint lingers after the destroy (Context::Lingering):
+        // its context, which closes it when it fails.
+        Context *lingers = nullptr;
     };
 
 private:
@@ -271,6 +274,7 @@ private:
         bool left = false;      // said goodbye (shut down): see on_peer_left
         bool watcher = false;   // said hello: see on_peer_hello
         bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
+        bool peer_closed = false;  // its closing note came: ours need not linger
         bool map_refused = false;  // its regions cannot be mapped here
         // When its failure was last handled (or a receive of a message it
         // sent before dying was posted since): abandon_stuck's clock. 0: none.
@@ -475,8 +479,12 @@ private:
     void send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status);
     void repost_push(Op *op);
     void send_goodbyes();   // once; worker lock held
-    /** Send a hello or goodbye note (Context::Note) on ep. Lock held. */
+    /** Send a hello or goodbye note (Context::Note) on ep, unless the
+     *  peer failed, left or is us. Lock held. */
     void say_note(uint32_t peer, ucp_ep_h ep, uint32_t magic);
+    /** The close handshake (Context::Lingering): tell the peer that ep
+     *  closes now; sent on any endpoint that has not failed. Lock held. */
+    void say_closing(uint32_t peer, ucp_ep_h ep);
     void say_goodbye(uint32_t peer, ucp_ep_h ep) {
         say_note(peer, ep, Context::kGoodbyeMagic);
     }
@@ -496,7 +504,8 @@ private:
     bool close_sending_eps(bool anyway = false);
     void close_ep(ucp_ep_h *ep, bool force);  // into closing_; worker lock held
     /** Close *ep by force (ending the sends on it) once a flush says its
-     *  wireup is over, saying goodbye on it first if goodbye: UCX 1.13
+     *  wireup is over, saying goodbye on it first if goodbye, and then
+     *  that it closes (say_closing), right before the close: UCX 1.13
      *  aborts when a forced close purges a tcp endpoint's pending wireup
      *  request (the assertion openucx/ucx#8175 removed). *ep is nullptr on
      *  return; the close happens now or in close_flushed. Lock held. */
@@ -534,7 +543,11 @@ private:
     // What UCX's callbacks on our endpoints get (error handler, hello
     // flush): apart from peers_, so that a destroy whose closes outlive
     // its bound can leave just these behind, detached (see ~Comm).
-    std::unique_ptr<PeerRef[]> refs_;
+    // Shared with the context while endpoints linger (Context::Lingering).
+    std::shared_ptr<PeerRef[]> refs_;
+    // What hands refs_ to the context when a destroy's closes outlive its
+    // bound (allocated at create: ~Comm cannot fail to).
+    std::unique_ptr<std::shared_ptr<PeerRef[]>> refs_keeper_;
     std::vector<uint32_t> failed_pending_;  // peers whose error is not handled yet
     std::vector<uint32_t> late_hellos_;     // hellos after our goodbyes (on_peer_hello)
     std::vector<uint32_t> hellos_due_;      // wired up: our hello is to go (say_hellos)

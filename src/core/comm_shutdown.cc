@@ -10,14 +10,18 @@
 
 namespace ucxp2p {
 
+void Comm::say_closing(uint32_t r, ucp_ep_h ep) {
+    if (ep == nullptr || peers_[r].ep_error || r == rank_) return;
+    ucs_status_t st = Context::send_note(ep, {Context::kClosingMagic, id_, gen_, rank_});
+    if (st != UCS_OK) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: closing note to rank %u failed: %s", id_, r,
+                ucs_status_string(st));
+    }
+}
+
 void Comm::say_note(uint32_t r, ucp_ep_h ep, uint32_t magic) {
     if (ep == nullptr || peers_[r].failed || r == rank_) return;
-    const Context::Note g{magic, id_, gen_, rank_};
-    ucs_status_t st = send_small(g, [&](const Context::Note *buf,
-                                        const ucp_request_param_t *prm) {
-        return ucp_am_send_nbx(ep, Context::kAmNote, buf, sizeof(*buf), nullptr, 0,
-                               prm);
-    });
+    ucs_status_t st = Context::send_note(ep, {magic, id_, gen_, rank_});
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s to rank %u failed: %s", id_,
                 magic == Context::kHelloMagic ? "hello" : "goodbye", r,
@@ -151,6 +155,7 @@ void Comm::force_close_flushed(ucp_ep_h *ep, uint32_t peer, bool goodbye) {
         }
     }
     if (goodbye) say_goodbye(peer, e);
+    say_closing(peer, e);
     close_ep(&e, true);
 }
 
@@ -171,6 +176,7 @@ void Comm::close_flushed() {
         }
         ucp_request_free(f.flush);  // UCX frees an unfinished one when it ends
         if (f.goodbye) say_goodbye(f.peer, f.ep);
+        say_closing(f.peer, f.ep);
         close_ep(&f.ep, true);
     }
     flushing_.resize(kept);  // shrinks: no allocation

@@ -40,6 +40,11 @@ const ConfigVar kTable[] = {
     {"P2P_PEER_TIMEOUT_MS", "3000",
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
      "user set it."},
+    {"P2P_CLOSE_HANDSHAKE", "on",
+     "on: a destroyed communicator's endpoint to a peer that still holds its "
+     "own stays open (in the context) until the peer closes that one, so "
+     "that no keepalive of the peer's names a closed endpoint (UCX 1.13's "
+     "tcp crashes on one); off closes every endpoint at destroy."},
     {"P2P_BOOTSTRAP", "auto",
      "Bootstrap: auto, pmix, tcp, single. auto picks the innermost launcher: "
      "tcp when RANK, WORLD_SIZE and MASTER_ADDR (or their P2P_ twins) are all "

@@ -110,6 +110,7 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
         s.local_size = config->local_size;
     }
     if ((st = env_on_off("P2P_LOCK_BIAS", &s.lock_bias)) != P2P_OK ||
+        (st = env_on_off("P2P_CLOSE_HANDSHAKE", &s.close_handshake)) != P2P_OK ||
         (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK ||
         (st = cma::check_settings()) != P2P_OK) {
         return st;
@@ -283,6 +284,7 @@ Context::~Context() {
         progress_->stop();
     }
     close_gone_eps(/*all=*/true);  // before the worker goes
+    close_lingering(/*all=*/true);
 }
 
 void Context::keep_until_worker_gone(void *p, void (*free)(void *)) noexcept {
@@ -341,6 +343,7 @@ void Context::run_deferred_hooks() {
     periodic_run_ = periodic_due_.exchange(false, std::memory_order_relaxed);
     answer_gone_hellos();
     close_gone_eps();
+    close_lingering();
     for (auto &h : hooks_) {
         h.second();
     }

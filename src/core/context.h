@@ -30,6 +30,7 @@ struct ContextSettings {
     p2p_log_level_t log_level;
     p2p_thread_mode_t thread_mode = P2P_THREAD_MULTI;
     bool lock_bias = true;  // P2P_LOCK_BIAS (multi thread mode only)
+    bool close_handshake = true;  // P2P_CLOSE_HANDSHAKE (Context::Lingering)
     bool cuda_staging = true;  // P2P_CUDA_STAGING (core/staging.h)
     bool has_local_rank = false;  // P2P_CONFIG_FIELD_LOCAL_RANK
     uint32_t local_rank = 0, local_size = 1;
@@ -104,10 +105,15 @@ public:
     };
     static constexpr uint32_t kGoodbyeMagic = 0x42594532;  // "BYE2"
     static constexpr uint32_t kHelloMagic = 0x484c4f31;    // "HLO1"
-    /** h(rank, hello): a note from rank, hello or goodbye. nullptr clears. */
-    using NoteHandler = std::function<void(uint32_t, bool)>;
+    /** Closing: the sender closes its endpoint to us in this communicator
+     *  now (see linger_locked). */
+    static constexpr uint32_t kClosingMagic = 0x434c5331;  // "CLS1"
+    /** h(rank, magic): a note from rank. nullptr clears. */
+    using NoteHandler = std::function<void(uint32_t, uint32_t)>;
     void set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h);
     void on_note(const Note &g);  // worker lock held
+    /** Send n on ep (kAmNote; a copy waits if UCX has no room now). */
+    static ucs_status_t send_note(ucp_ep_h ep, const Note &n) noexcept;
 
     /** A peer's worker address, kept after its communicator is gone. */
     struct UnnamedPeer {
@@ -124,6 +130,34 @@ public:
      *  context. Worker lock held; does not throw. */
     void retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
                             std::vector<UnnamedPeer> &&unnamed) noexcept;
+
+    /** The close handshake. UCX 1.13 crashes (uct_tcp, fixed in 1.14) when
+     *  a keepalive of the peer's names an endpoint this worker closed
+     *  already, if more of the peer's messages follow it on the connection
+     *  (README, Peer failure). So an endpoint of a destroyed communicator
+     *  whose peer still has its own is not closed: it lingers here until
+     *  the peer says it closes its own (a kClosingMagic note, sent right
+     *  before that close), the endpoint fails, or the context goes. The
+     *  peer closes first then, and what follows our keepalive on the
+     *  connection is nothing: we send nothing more on a lingering one. */
+    struct Lingering {
+        uint32_t comm_id;
+        uint32_t gen;
+        uint32_t rank;  // the peer's, in that communicator
+        ucp_ep_h ep;
+        enum Due : uint8_t { kNotDue, kClosingCame, kFailed } due;
+    };
+    /** Take eps (due kNotDue) from a communicator being destroyed;
+     *  owner keeps their error handlers' arguments alive until their
+     *  closes ended. false: out of memory, none taken (the caller closes
+     *  them). Worker lock held; does not throw. */
+    bool linger_locked(const std::vector<Lingering> &eps,
+                       const std::shared_ptr<void> &owner) noexcept;
+    /** A lingering endpoint failed: close it after this progress call.
+     *  Inside UCX's error callback (worker lock held). */
+    void on_lingering_error(ucp_ep_h ep) noexcept;
+    /** How many endpoints linger (tests, logs). Worker lock held. */
+    size_t lingering_count() const { return lingering_.size(); }
 
     /** Keep p alive until the worker is gone, then free(p): what UCX may
      *  still call back with after its owner left (see ~Comm). Out of
@@ -147,6 +181,13 @@ private:
      *  as the peer keeps its end. all: every one (teardown). Worker lock
      *  held, or no progress any more. */
     void close_gone_eps(bool all = false) noexcept;
+    /** Close the lingering endpoints due (all: every one, teardown) and
+     *  free the owners of those whose closes ended (context_linger.cc).
+     *  Worker lock held, or no progress any more. */
+    void close_lingering(bool all = false) noexcept;
+    /** A closing note for a retired communicator: true if it named a
+     *  lingering endpoint (marked due). Worker lock held. */
+    bool closing_for_lingering(const Note &g) noexcept;
 
     ContextSettings settings_{};
     // Declaration order = reverse destruction order: progress stops first,
@@ -159,6 +200,20 @@ private:
         Orphans &operator=(const Orphans &) = delete;
         ~Orphans() { for (auto &o : list) o.second(o.first); }
     } orphans_;
+    // Lingering endpoints (linger_locked), each with the owner of its error
+    // handler's argument; then their forced closes until they end. Worker
+    // lock. Declared before the worker: the owners of closes still running
+    // at teardown stay until it is gone.
+    struct LingerEntry {
+        Lingering l;
+        std::shared_ptr<void> owner;
+    };
+    std::vector<LingerEntry> lingering_;
+    struct LingerClose {
+        void *req;  // ucp_ep_close_nbx's request
+        std::shared_ptr<void> owner;
+    };
+    std::vector<LingerClose> linger_closes_;
     UcpContext ucp_;
     UcpWorker worker_;
     UcpAddress address_;

@@ -53,6 +53,12 @@ void force_close(ucp_ep_h ep) {
 
 } // namespace
 
+ucs_status_t Context::send_note(ucp_ep_h ep, const Note &n) noexcept {
+    return send_small(n, [&](const Note *buf, const ucp_request_param_t *prm) {
+        return ucp_am_send_nbx(ep, kAmNote, buf, sizeof(*buf), nullptr, 0, prm);
+    });
+}
+
 ucs_status_t Context::listen_for_notes() {
     ucp_am_handler_param_t am = {};
     am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
@@ -76,7 +82,7 @@ void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
     for (size_t i = 0; i < early_count_; ++i) {
         const Note g = early_[(first + i) % kEarlyNotes];
         if (g.comm_id == comm_id) {
-            if (g.gen == gen) notes_[comm_id](g.rank, g.magic == kHelloMagic);
+            if (g.gen == gen) notes_[comm_id](g.rank, g.magic);
             continue;
         }
         early_[(first + kept++) % kEarlyNotes] = g;
@@ -86,12 +92,15 @@ void Context::set_note_handler(unsigned comm_id, uint32_t gen, NoteHandler h) {
 }
 
 void Context::on_note(const Note &g) {
-    if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic) return;
-    if (g.comm_id >= notes_.size()) return;
-    if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
-        notes_[g.comm_id](g.rank, g.magic == kHelloMagic);
+    if (g.magic != kGoodbyeMagic && g.magic != kHelloMagic && g.magic != kClosingMagic) {
         return;
     }
+    if (g.comm_id >= notes_.size()) return;
+    if (notes_[g.comm_id] && g.gen == note_gen_[g.comm_id]) {
+        notes_[g.comm_id](g.rank, g.magic);
+        return;
+    }
+    if (g.magic == kClosingMagic && closing_for_lingering(g)) return;
     const Gone &gone = gone_[g.comm_id];
     if (g.magic == kHelloMagic && gone.valid && gone.gen == g.gen) {
         // A peer connected to a communicator destroyed here; answered
@@ -146,10 +155,11 @@ void Context::answer_gone_hellos() noexcept {
         ucp_ep_h ep = nullptr;
         ucs_status_t st = ucp_ep_create(worker_.get(), &ep_params, &ep);
         if (st == UCS_OK) {
-            const Note bye{kGoodbyeMagic, h.comm_id, h.gen, gone.rank};
-            st = send_small(bye, [&](const Note *buf, const ucp_request_param_t *prm) {
-                return ucp_am_send_nbx(ep, kAmNote, buf, sizeof(*buf), nullptr, 0, prm);
-            });
+            // The goodbye, and that this endpoint closes (the peer's
+            // communicator then closes its own at destroy, not lingering
+            // for a closing note that would never come).
+            st = send_note(ep, {kGoodbyeMagic, h.comm_id, h.gen, gone.rank});
+            if (st == UCS_OK) st = send_note(ep, {kClosingMagic, h.comm_id, h.gen, gone.rank});
             // Closed by force once a flush says the goodbye left (and the
             // wireup is over: UCX 1.13 aborts when a forced close purges a
             // tcp endpoint's pending wireup request, see

@@ -3,10 +3,13 @@
  * its communicator's handler is set is kept for it, one of an earlier
  * generation of the id is dropped, and the ring keeps the newest ones. A
  * hello for a communicator destroyed here is answered by the context with
- * a goodbye, once, to a peer the communicator kept the address of.
+ * a goodbye (and a closing note), once, to a peer the communicator kept
+ * the address of. Lingering endpoints (Context::Lingering) close when
+ * their peer's closing note comes, when they fail, or with the context.
  */
 #include "core/context.h"
 #include "core_util.h"
+#include "../fail_new.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +26,10 @@ using namespace ucxp2p;
 
 namespace {
 
-using Note = std::pair<uint32_t, bool>;  // rank, hello
+using Note = std::pair<uint32_t, uint32_t>;  // rank, magic
+constexpr uint32_t kHello = Context::kHelloMagic;
+constexpr uint32_t kBye = Context::kGoodbyeMagic;
+constexpr uint32_t kClosing = Context::kClosingMagic;
 
 class Notes : public ::testing::Test {
 protected:
@@ -35,8 +41,8 @@ protected:
         ctx_->on_note(Context::Note{magic, id, gen, rank});
     }
     void listen(uint32_t id, uint32_t gen) {
-        ctx_->set_note_handler(id, gen, [this](uint32_t r, bool hello) {
-            got_.emplace_back(r, hello);
+        ctx_->set_note_handler(id, gen, [this](uint32_t r, uint32_t magic) {
+            got_.emplace_back(r, magic);
         });
     }
     std::vector<Note> got() {
@@ -55,14 +61,14 @@ TEST_F(Notes, EarlyNotesReachTheHandlerOfTheirGeneration) {
     arrive(0x12345678, 3, 5, 6);               // not a note
     arrive(Context::kGoodbyeMagic, 9, 5, 7);   // another id: kept for it
     listen(3, 5);
-    EXPECT_EQ((std::vector<Note>{{1, true}}), got_);
+    EXPECT_EQ((std::vector<Note>{{1, kHello}}), got_);
     got_.clear();
     arrive(Context::kGoodbyeMagic, 3, 5, 2);   // live now
     arrive(Context::kGoodbyeMagic, 3, 4, 8);   // stale: no handler of gen 4
-    EXPECT_EQ((std::vector<Note>{{2, false}}), got_);
+    EXPECT_EQ((std::vector<Note>{{2, kBye}}), got_);
     got_.clear();
     listen(9, 5);
-    EXPECT_EQ((std::vector<Note>{{7, false}}), got_);
+    EXPECT_EQ((std::vector<Note>{{7, kBye}}), got_);
     got_.clear();
     // The stale gen-4 note of id 3 was kept, then dropped when gen 6 came.
     ctx_->set_note_handler(3, 5, nullptr);
@@ -78,7 +84,7 @@ TEST_F(Notes, TheRingKeepsTheNewestInOrder) {
     listen(7, 1);
     ASSERT_EQ(256u, got_.size());
     for (size_t i = 0; i < got_.size(); ++i) {
-        EXPECT_EQ(Note(n - 256 + uint32_t(i), true), got_[i]) << i;
+        EXPECT_EQ(Note(n - 256 + uint32_t(i), kHello), got_[i]) << i;
     }
     got_.clear();
     // Handed over once: a second handler for the same id gets none of them.
@@ -120,18 +126,128 @@ TEST_F(RetiredNotes, AHelloForARetiredCommunicatorGetsOneGoodbye) {
     arrive(Context::kHelloMagic, 4, 1, 5);     // an earlier generation: not ours
     arrive(Context::kHelloMagic, 4, 2, 7);     // not kept (it had our goodbye)
     arrive(Context::kGoodbyeMagic, 4, 2, 5);   // a goodbye is not answered
-    // Takes the goodbye above and the answer. The answer may come first: a
-    // progress thread can send it before the goodbye above arrives. Notes
-    // from two ranks have no order between them.
+    // Takes the goodbye above and the answer: a goodbye, and that its
+    // endpoint closes (so that the peer's endpoint does not linger). The
+    // answer may come first: a progress thread can send it before the
+    // goodbye above arrives. Notes from two ranks have no order between
+    // them.
     listen(4, 2);
     ctx_->progress().kick();  // the answer waits for a progress call
     const auto t0 = std::chrono::steady_clock::now();
-    while (got().size() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    while (got().size() < 3 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // no second one
     std::vector<Note> notes = got();
     std::sort(notes.begin(), notes.end());
-    EXPECT_EQ((std::vector<Note>{{3, false}, {5, false}}), notes);
+    EXPECT_EQ((std::vector<Note>{{3, kBye}, {3, kClosing}, {5, kBye}}), notes);
     ctx_->set_note_handler(4, 2, nullptr);
+}
+
+namespace {
+
+void no_error(void *, ucp_ep_h, ucs_status_t) {}
+
+// Endpoints to our own worker (over shared memory, as RetiredNotes) stand
+// in for a destroyed communicator's: what linger_locked takes and when
+// the context lets them go.
+class Lingering : public RetiredNotes {
+protected:
+    ucp_ep_h connect_self() {
+        ucp_ep_params_t p = {};
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.address = ctx_->address().get();
+        p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        p.err_handler.cb = no_error;
+        ucp_ep_h ep = nullptr;
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        EXPECT_EQ(UCS_OK, ucp_ep_create(ctx_->worker(), &p, &ep));
+        return ep;
+    }
+    void linger(ucp_ep_h ep, uint32_t id, uint32_t gen, uint32_t rank) {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        ctx_->linger_locked({{id, gen, rank, ep, Context::Lingering::kNotDue}}, owner_);
+    }
+    size_t lingering() {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        return ctx_->lingering_count();
+    }
+    /** Progress until the endpoint is closed and its owner let go. */
+    bool released() {
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+            ctx_->progress().kick();
+            if (lingering() == 0 && owner_.use_count() == 1) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return false;
+    }
+    std::shared_ptr<int> owner_ = std::make_shared<int>(0);
+};
+
+} // namespace
+
+TEST_F(Lingering, ItsPeersClosingNoteClosesIt) {
+    linger(connect_self(), 4, 2, 1);
+    EXPECT_EQ(1u, lingering());
+    EXPECT_EQ(2, owner_.use_count());
+    arrive(kClosing, 4, 3, 1);  // another generation of the id
+    arrive(kClosing, 4, 2, 5);  // another rank
+    arrive(kBye, 4, 2, 1);      // a goodbye is not a closing note
+    ctx_->progress().kick();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(1u, lingering());
+    arrive(kClosing, 4, 2, 1);
+    EXPECT_TRUE(released()) << lingering() << " lingering, owner held "
+                            << owner_.use_count() << " times";
+    // The notes it did not take wait for a communicator of their own.
+    listen(4, 3);
+    EXPECT_EQ((std::vector<Note>{{1, kClosing}}), got());
+    ctx_->set_note_handler(4, 3, nullptr);
+}
+
+TEST_F(Lingering, OneThatFailsIsClosed) {
+    ucp_ep_h ep = connect_self();
+    linger(ep, 6, 1, 2);
+    linger(connect_self(), 6, 1, 3);
+    {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());  // as in UCX's callback
+        ctx_->on_lingering_error(ep);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    while (lingering() != 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+        ctx_->progress().kick();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(1u, lingering());  // the other one stays
+    arrive(kClosing, 6, 1, 3);
+    EXPECT_TRUE(released());
+}
+
+TEST_F(Lingering, TheContextClosesWhatStillLingersWhenItGoes) {
+    linger(connect_self(), 7, 1, 1);
+    EXPECT_EQ(2, owner_.use_count());
+    ctx_.reset();
+    EXPECT_EQ(1, owner_.use_count());
+}
+
+TEST_F(Lingering, OutOfMemoryNoneIsTakenAndTheCallerClosesThem) {
+    ucp_ep_h ep = connect_self();
+    bool taken = true;
+    {
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        const std::vector<Context::Lingering> eps{{8, 1, 1, ep, Context::Lingering::kNotDue}};
+        p2ptest::NoMemory no_memory;
+        taken = ctx_->linger_locked(eps, owner_);
+    }
+    EXPECT_FALSE(taken);
+    EXPECT_EQ(0u, lingering());
+    EXPECT_EQ(1, owner_.use_count());
+    std::lock_guard<Mutex> lock(ctx_->worker_mu());
+    ucp_request_param_t prm = {};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void *req = ucp_ep_close_nbx(ep, &prm);
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
 }

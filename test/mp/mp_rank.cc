@@ -24,6 +24,8 @@
  *   comm-churn [n]        n communicators in turn: no descriptor may leak
  *   cancel [rounds]       receives canceled before and racing their messages
  *   gone-churn [n]        goodbyes of destroyed communicators release their endpoints
+ *   linger                the close handshake: an endpoint lingers until its peer closes its own
+ *   linger-killed         a lingering endpoint whose peer dies is closed
  *   cma-split-destroy [late]  destroy with a split receive still in flight
  */
 #include "mp_common.h"
@@ -153,6 +155,7 @@ int main(int argc, char **argv) {
         {"alltoall", mp::run_alltoall}, {"unexpected", mp::run_unexpected},
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
         {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"threads", mp::run_threads},
+        {"linger", mp::run_linger},     {"linger-killed", mp::run_linger_killed},
         {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},
         {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},

@@ -30,6 +30,8 @@ void run_comm_churn(int argc, char **argv);
 void run_cma_map_free(int argc, char **argv);
 void run_cancel(int argc, char **argv);
 void run_gone_churn(int argc, char **argv);
+void run_linger(int argc, char **argv);
+void run_linger_killed(int argc, char **argv);
 void run_cma_split_destroy(int argc, char **argv);
 void run_kill_stream(int argc, char **argv);
 

@@ -2,8 +2,10 @@
 # UCX 1.13's tcp crash on a keepalive to a closed endpoint (README, Peer
 # failure): RUNS runs of `mp_rank comm-churn` (3 ranks, 30 communicators
 # each created, used and destroyed) over UCX_TLS=tcp with UCP keepalive
-# rounds every 10 ms, then RUNS with keepalive off. Each line says whether
-# a rank died of a segmentation fault inside libuct.
+# rounds every 10 ms and the close handshake off (P2P_CLOSE_HANDSHAKE=off:
+# every endpoint closes at destroy), then RUNS with it on (the default),
+# then RUNS with it off and keepalive off. Each line says whether a rank
+# died of a segmentation fault inside libuct.
 #   usage: test/ucx/tcp_ep_check.sh [RUNS]     (default 5; from the build tree)
 # What happens: a peer's keepalive (UCP's EP_CHECK message) names an
 # endpoint this rank closed already. UCP answers it over a temporary
@@ -22,19 +24,20 @@ rank=$top/test/mp/mp_rank
     echo "build first (make && make test/mp/mp_rank), run from the build tree" >&2
     exit 2
 }
-for ka in 10ms inf; do
+for mode in 10ms:off 10ms:on inf:off; do
+    ka=${mode%:*} hs=${mode#*:}
     crashed=0
     for i in $(seq 1 "$runs"); do
         out=$(timeout 200 "$p2prun" -n 3 --timeout 90 -x UCX_TLS=tcp -x UCX_NET_DEVICES=lo \
               -x P2P_PEER_TIMEOUT_MS=2000 -x UCX_KEEPALIVE_INTERVAL=$ka \
-              -- "$rank" comm-churn 30 2>&1)
+              -x P2P_CLOSE_HANDSHAKE=$hs -- "$rank" comm-churn 30 2>&1)
         rc=$?
         if grep -q 'Caught signal 11' <<<"$out" && grep -q 'libuct' <<<"$out"; then
             crashed=$((crashed + 1))
-            echo "keepalive $ka, run $i: a rank died of SIGSEGV in libuct (status $rc)"
+            echo "keepalive $ka, handshake $hs, run $i: a rank died of SIGSEGV in libuct (status $rc)"
         else
-            echo "keepalive $ka, run $i: status $rc, no crash"
+            echo "keepalive $ka, handshake $hs, run $i: status $rc, no crash"
         fi
     done
-    echo "keepalive $ka: $crashed of $runs runs crashed"
+    echo "keepalive $ka, handshake $hs: $crashed of $runs runs crashed"
 done
