@@ -214,7 +214,9 @@ p2p_status_t p2p_context_create(const p2p_config_t *config,
 /**
  * Destroy a context. Communicators still alive are shut down and destroyed
  * (their pending operations are canceled; undelivered completions are
- * dropped); registrations are released. The handle becomes invalid.
+ * dropped); registrations are released. Endpoints of destroyed
+ * communicators still waiting for their peers to close theirs (the close
+ * handshake, see p2p_comm_destroy) are closed. The handle becomes invalid.
  * Errors: P2P_ERR_INVALID_HANDLE (unknown or already finalized context).
  */
 p2p_status_t p2p_context_destroy(p2p_context_h context);
