@@ -1,0 +1,74 @@
+/*
+ * A communicator's 64-bit UCP tags (see include/ucxp2p/p2p.h): comm id in
+ * bits 63..56, message kind in 55..54, the id's generation in 53..50,
+ * source rank in 49..32, tensor_id in 31..0.
+ */
+#ifndef UCXP2P_CORE_COMM_TAG_H
+#define UCXP2P_CORE_COMM_TAG_H
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace ucxp2p {
+
+constexpr unsigned kRankBits = 18;
+constexpr uint32_t kMaxRanks = 1u << kRankBits;
+
+/** Message kinds, tag bits 55..54. A user receive matches DATA and RTS
+ *  (bit 54 is masked out); ACK and PUSH are matched by seq, never by a user
+ *  receive (bit 55 set). */
+enum TagKind : uint32_t { KIND_DATA = 0, KIND_RTS = 1, KIND_ACK = 2, KIND_PUSH = 3 };
+constexpr int kKindShift = 54;
+constexpr uint64_t kUserRecvMask = ~(static_cast<uint64_t>(1) << kKindShift);
+/** A receive from a peer that never sends single-copy requests (not on
+ *  this host, or single copy disabled on either side: cma::peer_eligible is
+ *  symmetric) matches DATA only. UCX hashes receives with a full mask and
+ *  keeps any other in one list that every arriving message searches. */
+constexpr uint64_t kFullMask = ~static_cast<uint64_t>(0);
+
+/** Generation of a communicator id, tag bits 53..50: a communicator that
+ *  reuses an id gets a generation none of its ranks used last for it, so
+ *  messages of the previous one still arriving (or left unreceived) never
+ *  match its receives. */
+constexpr int kGenShift = 50;
+constexpr uint32_t kGenCount = 16;
+/** Bits 63..56 (every kind and generation of one id): what a communicator
+ *  leaving drains from UCX's unexpected queue. */
+constexpr uint64_t kCommIdMask = static_cast<uint64_t>(0xff) << 56;
+
+/** The bits a communicator puts in every tag: its id and generation. */
+inline uint64_t comm_tag_base(uint32_t comm_id, uint32_t gen) {
+    return (static_cast<uint64_t>(comm_id & 0xffu) << 56) |
+           (static_cast<uint64_t>(gen % kGenCount) << kGenShift);
+}
+
+/** The generation for a communicator whose ranks used lasts[0..n) last
+ *  for its id (0: never): one after the highest, or past a wrap the next
+ *  none of them used. Every rank computes it from the same values. */
+inline uint32_t next_comm_gen(const uint8_t *lasts, size_t n) {
+    uint32_t last = 0, seen = 0;  // seen: bit g set when a rank used g last
+    for (size_t i = 0; i < n; ++i) {
+        last = std::max<uint32_t>(last, lasts[i] % kGenCount);
+        seen |= 1u << (lasts[i] % kGenCount);
+    }
+    for (uint32_t k = 1; k <= kGenCount; ++k) {
+        uint32_t g = (last + k) % kGenCount;
+        if ((seen & (1u << g)) == 0) return g;
+    }
+    return (last + 1) % kGenCount;  // all 16 in use somewhere: cannot avoid
+}
+
+inline uint64_t make_tag(uint64_t base, uint32_t src_rank, uint32_t tensor_id,
+                         uint32_t kind = KIND_DATA) {
+    return base | (static_cast<uint64_t>(kind & 3u) << kKindShift) |
+           (static_cast<uint64_t>(src_rank & (kMaxRanks - 1)) << 32) | tensor_id;
+}
+
+inline uint32_t tag_kind(uint64_t tag) {
+    return static_cast<uint32_t>(tag >> kKindShift) & 3u;
+}
+
+} // namespace ucxp2p
+
+#endif
