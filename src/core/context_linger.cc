@@ -6,7 +6,9 @@
 #include "core/context.h"
 #include "core/log.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace ucxp2p {
 
@@ -21,15 +23,22 @@ void *force_close_req(ucp_ep_h ep) noexcept {
     return UCS_PTR_IS_PTR(req) ? req : nullptr;
 }
 
+/** Room for need elements in v, growing geometrically (reserve alone grows
+ *  to exactly need, so destroys adding a few each would copy every entry
+ *  every time). Throws std::bad_alloc. */
+template <typename T> void reserve_for(std::vector<T> &v, size_t need) {
+    if (need > v.capacity()) v.reserve(std::max(need, 2 * v.capacity()));
+}
+
 } // namespace
 
 bool Context::linger_locked(const std::vector<Lingering> &eps,
                             const std::shared_ptr<void> &owner) noexcept {
     if (eps.empty()) return true;
     try {
-        lingering_.reserve(lingering_.size() + eps.size());
+        reserve_for(lingering_, lingering_.size() + eps.size());
         // Room to move every lingering endpoint to linger_closes_.
-        linger_closes_.reserve(linger_closes_.size() + lingering_.size() + eps.size());
+        reserve_for(linger_closes_, linger_closes_.size() + lingering_.size() + eps.size());
     } catch (const std::bad_alloc &) {
         return false;
     }

@@ -173,15 +173,19 @@ protected:
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
         return ctx_->lingering_count();
     }
-    /** Progress until the endpoint is closed and its owner let go. */
-    bool released() {
+    /** Progress until done() holds (true), or 10 s pass (false). */
+    template <typename Done> bool progress_until(Done done) {
         const auto t0 = std::chrono::steady_clock::now();
         while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
             ctx_->progress().kick();
-            if (lingering() == 0 && owner_.use_count() == 1) return true;
+            if (done()) return true;
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         return false;
+    }
+    /** Progress until every endpoint is closed and the owner let go. */
+    bool released() {
+        return progress_until([this] { return lingering() == 0 && owner_.use_count() == 1; });
     }
     std::shared_ptr<int> owner_ = std::make_shared<int>(0);
 };
@@ -215,14 +219,22 @@ TEST_F(Lingering, OneThatFailsIsClosed) {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());  // as in UCX's callback
         ctx_->on_lingering_error(ep);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    while (lingering() != 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
-        ctx_->progress().kick();
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    EXPECT_TRUE(progress_until([this] { return lingering() == 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(1u, lingering());  // the other one stays
     arrive(kClosing, 6, 1, 3);
     EXPECT_TRUE(released());
+}
+
+// Destroys one after another, each leaving one endpoint: all linger and
+// all close (the room grows geometrically, not by one each time).
+TEST_F(Lingering, EndpointsFromManyDestroysAllLingerAndClose) {
+    const uint32_t n = 40;
+    for (uint32_t i = 0; i < n; ++i) linger(connect_self(), 20 + i, 1, 1);
+    EXPECT_EQ(n, lingering());
+    EXPECT_EQ(long(n) + 1, owner_.use_count());
+    for (uint32_t i = 0; i < n; ++i) arrive(kClosing, 20 + i, 1, 1);
+    EXPECT_TRUE(released()) << lingering() << " lingering";
 }
 
 TEST_F(Lingering, TheContextClosesWhatStillLingersWhenItGoes) {
