@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -140,6 +141,21 @@ Identity compute_identity() {
 const Identity &local_identity() {
     static Identity id = compute_identity();
     return id;
+}
+
+bool process_gone(uint32_t pid) {
+    if (pid == 0) return false;
+    if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+    char path[48];
+    std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+    FILE *f = std::fopen(path, "r");
+    if (f == nullptr) return errno == ENOENT;
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = '\0';
+    const char *paren = std::strrchr(buf, ')');  // the name may hold anything
+    return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
 bool same_pid_space(const Identity &mine, const Identity &theirs) {

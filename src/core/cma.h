@@ -79,6 +79,10 @@ struct Identity {
  *  process_vm_readv self test. Computed once. */
 const Identity &local_identity();
 
+/** Process pid of our pid namespace is gone, or a zombie nobody reaped
+ *  yet (pid 0: never). What the liveness checks of same-host peers ask. */
+bool process_gone(uint32_t pid);
+
 /** Same host, same pid namespace, both enabled. */
 bool peer_eligible(const Identity &mine, const Identity &theirs);
 

@@ -312,7 +312,8 @@ Comm::~Comm() {
                 ucp_ep_h e = p.ep != nullptr ? p.ep : p.parked_ep;
                 if (e != nullptr) {
                     say_closing(r, e);
-                    linger.push_back({id_, gen_, r, e, Context::Lingering::kNotDue});
+                    linger.push_back({id_, gen_, r, e, Context::Lingering::kNotDue,
+                                      p.pid_visible ? p.pid : 0});
                 }
             }
         }

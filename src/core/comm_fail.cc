@@ -9,11 +9,6 @@
 #include "core/comm.h"
 #include "core/log.h"
 
-#include <cerrno>
-#include <csignal>
-#include <cstdio>
-#include <cstring>
-
 namespace ucxp2p {
 
 void Comm::on_peer_left(uint32_t peer) {
@@ -66,26 +61,6 @@ bool Comm::ucx_sends_to(uint32_t peer) const {
     return false;
 }
 
-namespace {
-
-/** The process is gone (or a zombie nobody reaped yet). */
-bool process_gone(uint32_t pid) {
-    if (pid == 0) return false;
-    if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
-    char path[48];
-    std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-    FILE *f = std::fopen(path, "r");
-    if (f == nullptr) return errno == ENOENT;
-    char buf[512];
-    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-    std::fclose(f);
-    buf[n] = '\0';
-    const char *paren = std::strrchr(buf, ')');  // the name may hold anything
-    return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
-}
-
-} // namespace
-
 void Comm::watch_peers() {
     if (watched_.empty() || !ctx_->periodic_run()) return;
     for (size_t i = 0; i < watched_.size();) {
@@ -96,7 +71,7 @@ void Comm::watch_peers() {
             watched_.pop_back();
             continue;
         }
-        if (process_gone(p.pid)) {
+        if (cma::process_gone(p.pid)) {
             P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u (pid %u) is gone", id_, r, p.pid);
             on_peer_error(r, UCS_ERR_CONNECTION_RESET);
         }

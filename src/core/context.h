@@ -145,7 +145,11 @@ public:
         uint32_t gen;
         uint32_t rank;  // the peer's, in that communicator
         ucp_ep_h ep;
-        enum Due : uint8_t { kNotDue, kClosingCame, kFailed } due;
+        enum Due : uint8_t { kNotDue, kClosingCame, kFailed, kGone } due;
+        /** The peer's process where it is a same-host one (else 0): a
+         *  periodic run closes the endpoint once it is gone, which UCX
+         *  1.13 may never report (see Comm::watch_peers). */
+        uint32_t pid;
     };
     /** Take eps (due kNotDue) from a communicator being destroyed;
      *  owner keeps their error handlers' arguments alive until their

@@ -3,6 +3,7 @@
  * endpoints of destroyed communicators kept open until their peers close
  * their own, and the forced closes that end them.
  */
+#include "core/cma.h"
 #include "core/context.h"
 #include "core/log.h"
 
@@ -72,6 +73,13 @@ void Context::on_lingering_error(ucp_ep_h ep) noexcept {
 }
 
 void Context::close_lingering(bool all) noexcept {
+    if (periodic_run_ && !all) {
+        for (LingerEntry &e : lingering_) {
+            if (e.l.due == Lingering::kNotDue && cma::process_gone(e.l.pid)) {
+                e.l.due = Lingering::kGone;
+            }
+        }
+    }
     size_t kept = 0;
     for (size_t i = 0; i < lingering_.size(); ++i) {
         LingerEntry &e = lingering_[i];
@@ -84,6 +92,7 @@ void Context::close_lingering(bool all) noexcept {
                 e.l.comm_id, e.l.rank,
                 e.l.due == Lingering::kClosingCame ? "the rank closed its own"
                 : e.l.due == Lingering::kFailed    ? "it failed"
+                : e.l.due == Lingering::kGone      ? "its process is gone"
                                                    : "the context is destroyed");
         void *req = force_close_req(e.l.ep);
         if (req != nullptr) {

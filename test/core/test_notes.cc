@@ -12,6 +12,8 @@
 #include "../fail_new.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -165,9 +167,9 @@ protected:
         EXPECT_EQ(UCS_OK, ucp_ep_create(ctx_->worker(), &p, &ep));
         return ep;
     }
-    void linger(ucp_ep_h ep, uint32_t id, uint32_t gen, uint32_t rank) {
+    void linger(ucp_ep_h ep, uint32_t id, uint32_t gen, uint32_t rank, uint32_t pid = 0) {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        ctx_->linger_locked({{id, gen, rank, ep, Context::Lingering::kNotDue}}, owner_);
+        ctx_->linger_locked({{id, gen, rank, ep, Context::Lingering::kNotDue, pid}}, owner_);
     }
     size_t lingering() {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
@@ -226,6 +228,36 @@ TEST_F(Lingering, OneThatFailsIsClosed) {
     EXPECT_TRUE(released());
 }
 
+// A same-host peer whose process is gone, which UCX 1.13 may never report
+// (an endpoint it never answered): the periodic check closes the endpoint
+// (every P2P_PEER_TIMEOUT_MS / 4, 750 ms here). A peer alive stays.
+TEST_F(Lingering, OneWhosePeersProcessIsGoneIsClosed) {
+    auto child = [] {
+        const pid_t pid = fork();
+        if (pid == 0) _exit(0);
+        return pid;
+    };
+    const pid_t reaped = child(), zombie = child();
+    ASSERT_GT(reaped, 0);
+    ASSERT_GT(zombie, 0);
+    ASSERT_EQ(reaped, waitpid(reaped, nullptr, 0));
+    // The zombie: exited, not reaped yet (its /proc entry says Z).
+    siginfo_t si = {};
+    ASSERT_EQ(0, waitid(P_PID, static_cast<id_t>(zombie), &si, WEXITED | WNOWAIT));
+    linger(connect_self(), 11, 1, 1, static_cast<uint32_t>(reaped));
+    linger(connect_self(), 11, 1, 2, static_cast<uint32_t>(zombie));
+    linger(connect_self(), 11, 1, 3, static_cast<uint32_t>(getpid()));
+    linger(connect_self(), 11, 1, 4);  // another host's peer: not checked
+    EXPECT_TRUE(progress_until([this] { return lingering() == 2; })) << lingering();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));  // two more periods
+    ctx_->progress().kick();
+    EXPECT_EQ(2u, lingering());
+    waitpid(zombie, nullptr, 0);
+    arrive(kClosing, 11, 1, 3);
+    arrive(kClosing, 11, 1, 4);
+    EXPECT_TRUE(released()) << lingering() << " lingering";
+}
+
 // Destroys one after another, each leaving one endpoint: all linger and
 // all close (the room grows geometrically, not by one each time).
 TEST_F(Lingering, EndpointsFromManyDestroysAllLingerAndClose) {
@@ -249,7 +281,7 @@ TEST_F(Lingering, OutOfMemoryNoneIsTakenAndTheCallerClosesThem) {
     bool taken = true;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        const std::vector<Context::Lingering> eps{{8, 1, 1, ep, Context::Lingering::kNotDue}};
+        const std::vector<Context::Lingering> eps{{8, 1, 1, ep, Context::Lingering::kNotDue, 0}};
         p2ptest::NoMemory no_memory;
         taken = ctx_->linger_locked(eps, owner_);
     }

@@ -9,8 +9,8 @@
  *       again with the ranks' roles swapped.
  *   linger-killed  as linger's first half, but rank 1 dies by SIGKILL
  *       instead of destroying its communicator: rank 0's lingering
- *       endpoint fails and is closed, or (if UCX never reports it) the
- *       context closes it at destroy. Rank 0 must not crash or hang.
+ *       endpoint fails (UCX reports it, or the periodic check finds
+ *       rank 1's process gone) and is closed. Rank 0 must not crash or hang.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
