@@ -29,6 +29,9 @@
  */
 #include "vendor_herring.hpp"
 
+#define HERRING_TEST_APP "herring_app"
+#include "app_check.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,15 +49,6 @@ extern char **environ;
 namespace {
 
 int g_rank = 0;
-
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "herring_app rank %d: FAILED %s (%s:%d)\n", g_rank,    \
-                         #cond, __FILE__, __LINE__);                                    \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 
 constexpr uint32_t kNone = 0xffffffffu;
 

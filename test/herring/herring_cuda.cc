@@ -22,6 +22,9 @@
  */
 #include "vendor_herring.hpp"
 
+#define HERRING_TEST_APP "herring_cuda"
+#include "app_check.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -34,15 +37,6 @@
 namespace {
 
 int g_rank = 0;
-
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "herring_cuda rank %d: FAILED %s (%s:%d)\n", g_rank,   \
-                         #cond, __FILE__, __LINE__);                                    \
-            std::exit(1);                                                               \
-        }                                                                               \
-    } while (0)
 
 #define CUDA_CHECK(call) CHECK((call) == cudaSuccess)
 
