@@ -27,14 +27,16 @@
  *    RegisterMemory returns NULL, Send/Recv complete with RDMA_READ_FAIL,
  *    completion calls never block (see below), Shutdown tears nothing down.
  *    A later Initialize tries again.
- *  - herringP2PShutdown cancels pending operations: each produces one
- *    completion with RDMA_SHUTDOWN (or its real status if it finished first).
+ *  - herringP2PShutdown is collective like MPI_Finalize: it first waits
+ *    (bounded by P2P_BOOTSTRAP_TIMEOUT_MS) for every rank to reach it, so a
+ *    send left pending still meets a receive its peer posts before its own
+ *    Shutdown. Then it cancels what is still pending: each operation
+ *    produces one completion with RDMA_SHUTDOWN (or its real status if it
+ *    finished first). It waits for every rank once more before the
+ *    transport is torn down, so no rank drops data a peer is still reading.
  *    Completions not yet popped stay readable after Shutdown; a completion
  *    call blocked in another thread returns those entries, then the
- *    RDMA_SHUTDOWN sentinel below. Shutdown is collective like
- *    MPI_Finalize: it waits (bounded by P2P_BOOTSTRAP_TIMEOUT_MS) for every
- *    rank to reach it before the transport is torn down, so no rank drops
- *    data a peer is still reading.
+ *    RDMA_SHUTDOWN sentinel below.
  *    Initialize after Shutdown is refused (logged); the shim stays shut down.
  *  - Send/Recv are asynchronous and never block. Each call produces exactly
  *    one completion entry carrying the caller's context, peer rank and

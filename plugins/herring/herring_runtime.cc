@@ -58,9 +58,10 @@ const char *queue_name(p2p_queue_t q) { return q == P2P_QUEUE_SEND ? "send" : "r
  * variables) and gives it to UCX through the UCP config, never through the
  * environment and never over a UCX_* variable the user set. The shim only
  * says what the planner will see (read-only). When the bootstrap knows a
- * local rank that no variable the planner reads carries (the tcp bootstrap
- * computes it from host names when LOCAL_RANK is unset), it hands it over
- * in p2p_config_t: returns true then.
+ * local rank the planner would not find in the environment (the tcp
+ * bootstrap computes it from host names when LOCAL_RANK is unset; a
+ * launcher may set LOCAL_RANK without LOCAL_WORLD_SIZE, which the planner
+ * ignores), it hands it over in p2p_config_t: returns true then.
  */
 bool log_rail_inputs(const p2p_bootstrap_info_t &b) {
     if (const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME")) {
@@ -70,13 +71,13 @@ bool log_rail_inputs(const p2p_bootstrap_info_t &b) {
     if (b.local_size <= 1) {
         return false;
     }
-    for (const char *v : kLocalRankVars) {
-        if (std::getenv(v) != nullptr) {
-            return false;
-        }
+    uint32_t rank = 0, size = 0;
+    if (p2p_local_rank_query(&rank, &size) == P2P_OK && size > 0) {
+        return false;  // the planner has a pair of its own: the launcher's
     }
-    log(P2P_LOG_INFO, "initialize: no launcher variable names the local rank; the %s "
-        "bootstrap's (%u of %u) goes to the rail plan", b.name, b.local_rank, b.local_size);
+    log(P2P_LOG_INFO, "initialize: no launcher variable pair names the local rank and size; "
+        "the %s bootstrap's (%u of %u) goes to the rail plan", b.name, b.local_rank,
+        b.local_size);
     return true;
 }
 
@@ -242,11 +243,21 @@ void Runtime::shutdown() {
         }
         comm = comm_;
     }
+    // Collective, like MPI_Finalize: wait for every rank to stop posting
+    // first (bounded by P2P_BOOTSTRAP_TIMEOUT_MS), so that a send this rank
+    // left pending still reaches a receive its peer posts before its own
+    // Shutdown; cancelling first would fail that receive.
+    p2p_status_t st = p2p_bootstrap_barrier(boot_);
+    const bool all_here = st == P2P_OK;
+    if (!all_here) {
+        log(P2P_LOG_WARN, "shutdown: barrier with the other ranks failed (%s); cancelling "
+            "pending operations anyway", p2p_status_string(st));
+    }
     // Cancel what is pending: each operation completes (P2P_ERR_CANCELED ->
     // RDMA_SHUTDOWN); later posts fail with P2P_ERR_SHUTDOWN. Keep every
     // entry in the local queues, since destroying the communicator drops
     // what it still holds.
-    p2p_status_t st = p2p_comm_shutdown(comm);
+    st = p2p_comm_shutdown(comm);
     if (st != P2P_OK) {
         log(P2P_LOG_WARN, "shutdown: cancelling pending operations: %s", p2p_status_string(st));
     }
@@ -285,12 +296,15 @@ void Runtime::shutdown() {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
-    // Collective, like MPI_Finalize: no rank tears its worker down while a
-    // peer may still be reading from it. Bounded by P2P_BOOTSTRAP_TIMEOUT_MS.
-    st = p2p_bootstrap_barrier(boot_);
-    if (st != P2P_OK) {
-        log(P2P_LOG_WARN, "shutdown: barrier with the other ranks failed (%s); tearing down "
-            "anyway", p2p_status_string(st));
+    // And once more before the teardown: no rank destroys its worker while a
+    // peer may still be reading from it. Not after a failed barrier (a rank
+    // is gone or stuck: waiting the timeout again would only delay the exit).
+    if (all_here) {
+        st = p2p_bootstrap_barrier(boot_);
+        if (st != P2P_OK) {
+            log(P2P_LOG_WARN, "shutdown: barrier with the other ranks failed (%s); tearing "
+                "down anyway", p2p_status_string(st));
+        }
     }
     p2p_bootstrap_h boot;
     p2p_context_h ctx;
@@ -356,6 +370,12 @@ void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t len
         comm = comm_;
         ++users_;
     }
+    // Released on every way out, an exception's included: Shutdown waits for
+    // users_ to reach 0 before it destroys the communicator.
+    struct User {
+        Runtime *rt;
+        ~User() { rt->release_user(); }
+    } user{this};
     p2p_status_t st;
     if (rank < 0) {
         st = P2P_ERR_BAD_RANK;
@@ -366,19 +386,18 @@ void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t len
         st = p2p_comm_recv(comm, peer, tid, buffer, length, static_cast<p2p_mem_h>(mr),
                            const_cast<void *>(context));
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (st != P2P_OK) {
-        // The vendor call returns void: the error becomes its one entry.
-        log(P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s", queue_name(q), rank,
-            tensor_id, static_cast<unsigned long long>(length), p2p_status_string(st));
-        drain_locked(q);
-        local_[q].push_back(make_entry(context, peer, tid, map_status(st)));
-        // A completion call blocked in p2p_comm_wait returns now and finds
-        // the entry (comm is still ours: users_ not yet released).
-        p2p_comm_signal(comm, q);
+    if (st == P2P_OK) {
+        return;
     }
-    --users_;
-    cv_.notify_all();
+    // The vendor call returns void: the error becomes its one entry.
+    log(P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s", queue_name(q), rank,
+        tensor_id, static_cast<unsigned long long>(length), p2p_status_string(st));
+    std::lock_guard<std::mutex> lock(mu_);
+    drain_locked(q);
+    local_[q].push_back(make_entry(context, peer, tid, map_status(st)));
+    // A completion call blocked in p2p_comm_wait returns now and finds the
+    // entry (comm is still ours: users_ not yet released).
+    p2p_comm_signal(comm, q);
 }
 
 CompletionEntry Runtime::pop(p2p_queue_t q) {
