@@ -103,7 +103,10 @@ int cuda_device_count() {
     return count;
 }
 
-const char *const kLocalRankVars[kLocalRankVarCount] = {
+/** The variables naming a local rank that the core's rail planner reads,
+ *  in its order of preference (p2p_local_rank_query): only for a launcher
+ *  that names a rank without a size, which the planner does not accept. */
+const char *const kLocalRankVars[] = {
     "P2P_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
     "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
 

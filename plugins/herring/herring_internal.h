@@ -33,11 +33,6 @@ void list_rdma_devices(const char *sysfs_root, void (*add)(const char *name, voi
  *  0 without a driver or GPU. Computed once. */
 int cuda_device_count();
 
-/** The variables naming a local rank that the core's rail planner reads,
- *  in its order of preference (src/core/rails.h, docs/PERFORMANCE-RAILS.md). */
-constexpr size_t kLocalRankVarCount = 6;
-extern const char *const kLocalRankVars[kLocalRankVarCount];
-
 /** The local rank the core's rail planner reads from the environment
  *  (p2p_local_rank_query); 0 when no variable pair names it. */
 uint32_t planned_local_rank();
