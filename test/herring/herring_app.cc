@@ -523,8 +523,9 @@ int run_job(int size) {
     CHECK(te.context == tsend && te.tensor_id == 6000);
 
     // 5. Shutdown with receives that nothing will match: one entry each,
-    //    RDMA_SHUTDOWN -- or RDMA_READ_FAIL where `next` shut down first
-    //    (ucxp2p ends operations naming a rank that left; no barrier here).
+    //    RDMA_SHUTDOWN -- or RDMA_READ_FAIL where `next` cancelled first
+    //    (past Shutdown's first barrier each rank cancels in its own time,
+    //    and ucxp2p ends operations naming a rank that left).
     static char pctx[3];
     for (int i = 0; i < 3; ++i)
         herringP2PRecv(next, &rbuf[static_cast<size_t>(i) * 16], rmr, 16, 7000 + i, &pctx[i], 0);

@@ -1,7 +1,7 @@
 # Sourced by the herring_*.sh tests: paths of the built shim and programs,
 # a clean launcher-free environment, LD_LIBRARY_PATH for the uninstalled
 # libucxp2p.so the shim needs (libtool gives uninstalled libraries no usable
-# rpath). Sets: here src build shim preload app dlopen_prog symbols tmp
+# rpath). Sets: here src build shim preload app edge dlopen_prog symbols tmp
 # have_hwloc (yes/no: libucxp2p.so plans rails, i.e. was built with hwloc);
 # defines rails_ranks_ok.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,9 +9,10 @@ src=${P2P_TOP_SRCDIR:-$(cd "$here/../.." && pwd)}
 build=${P2P_TOP_BUILDDIR:-$src}
 shim=$build/plugins/herring/.libs/libucxp2p_herring.so
 app=$build/test/herring/herring_app
+edge=$build/test/herring/herring_edge
 dlopen_prog=$build/test/herring/herring_dlopen
 symbols=$src/plugins/herring/libucxp2p_herring.symbols
-for f in "$shim" "$app" "$dlopen_prog"; do
+for f in "$shim" "$app" "$edge" "$dlopen_prog"; do
     [ -e "$f" ] || { echo "$(basename "$0"): $f not built" >&2; exit 99; }
 done
 # The core plans rails only with hwloc (configure --with-hwloc=guess).

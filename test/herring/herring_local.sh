@@ -100,19 +100,49 @@ for tm in multi serialized; do
     }
 done
 echo "PASS: completion threads beside a posting thread (P2P_THREAD_MODE multi and serialized)"
-# torchrun-style job without any local-rank variable: the tcp bootstrap
-# computes local ranks from host names, and the shim hands them to the core's
-# rail plan in p2p_config_t (the core cannot see them in the environment).
+# A 2-rank job under p2prun whose launcher variables leave the core's
+# planner without a local rank and size: the shim hands it the tcp
+# bootstrap's (computed from host names) in p2p_config_t, and
+# herringLocalDevice stays the launcher's local rank after Initialize
+# (herring_app job checks it). bootstrap_local_ranks WHAT VAR...: VARs unset.
 p2prun=$build/tools/p2prun/p2prun
-timeout -k 5 90 "$p2prun" -n 2 -x P2P_LOG_LEVEL=info -- \
-    env -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u P2P_LOCAL_RANK -u P2P_LOCAL_WORLD_SIZE \
-    LD_PRELOAD="$preload" "$app" job 2 >"$out" 2>&1
+bootstrap_local_ranks() {
+    local what=$1 unset=() v
+    shift
+    for v in "$@"; do unset+=(-u "$v"); done
+    timeout -k 5 90 "$p2prun" -n 2 -x P2P_LOG_LEVEL=info -- \
+        env "${unset[@]}" LD_PRELOAD="$preload" "$app" job 2 >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && [ "$(grep -c 'herring_app OK rank' "$out")" = 2 ] &&
+       rails_ranks_ok "$out" 2 p2p_config_t; then
+        echo "PASS: $what: the shim passes the bootstrap's local ranks to the rail plan"
+    else
+        echo "FAIL: $what (rc $rc):"; cat "$out"; exit 1
+    fi
+}
+# torchrun-style without any local-rank variable.
+bootstrap_local_ranks "tcp bootstrap without LOCAL_RANK" \
+    LOCAL_RANK LOCAL_WORLD_SIZE P2P_LOCAL_RANK P2P_LOCAL_WORLD_SIZE
+# A launcher that sets LOCAL_RANK alone (the planner ignores a rank without
+# its size).
+bootstrap_local_ranks "LOCAL_RANK without LOCAL_WORLD_SIZE" \
+    LOCAL_WORLD_SIZE P2P_LOCAL_RANK P2P_LOCAL_WORLD_SIZE
+# Shutdown waits for every rank before it cancels: a send left pending at
+# Shutdown reaches a receive posted 300 ms later (before the peer's own).
+timeout -k 5 90 "$p2prun" -n 2 -- env LD_PRELOAD="$preload" "$edge" late-recv >"$out" 2>&1
 rc=$?
-if [ $rc = 0 ] && [ "$(grep -c 'herring_app OK rank' "$out")" = 2 ] &&
-   rails_ranks_ok "$out" 2 p2p_config_t; then
-    echo "PASS: tcp bootstrap without LOCAL_RANK: the shim passes its local ranks to the rail plan"
+if [ $rc = 0 ] && [ "$(grep -c 'herring_edge OK rank' "$out")" = 2 ]; then
+    echo "PASS: a send pending at Shutdown meets its peer's later receive"
 else
-    echo "FAIL: tcp bootstrap without LOCAL_RANK (rc $rc):"; cat "$out"; exit 1
+    echo "FAIL: herring_edge late-recv (rc $rc):"; cat "$out"; exit 1
+fi
+# A post that throws (allocation failure) must not keep Shutdown waiting.
+LD_PRELOAD=$preload P2P_LOG_LEVEL=error timeout -k 5 90 "$edge" oom-post >"$out" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q '^herring_edge OK rank 0' "$out"; then
+    echo "PASS: Shutdown returns after posts that failed to allocate ($(grep -o '[0-9]* of 40' "$out") queued)"
+else
+    echo "FAIL: herring_edge oom-post (rc $rc):"; cat "$out"; exit 1
 fi
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
