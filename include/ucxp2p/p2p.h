@@ -420,6 +420,9 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
  * past buffer + length (its send completes P2P_OK, or P2P_ERR_TRUNCATED
  * when it went by same-host single copy). Into staged device memory (p2p_mem_register), a
  * failed copy to the device completes the receive with P2P_ERR_TRANSPORT.
+ * After a receive that completes with an error, [buffer, buffer + length)
+ * holds unspecified bytes (part of the message, or the library's own
+ * single-copy request); only a P2P_OK receive's first bytes are defined.
  * Errors: as p2p_comm_send.
  */
 p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
