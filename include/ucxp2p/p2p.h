@@ -261,7 +261,9 @@ typedef struct {
     const char *name;          /**< "tcp", "single", ... (static string) */
 } p2p_bootstrap_info_t;
 
-/** Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL). */
+/** Fixed at creation: answers at once, also while another thread is in
+ *  p2p_bootstrap_barrier or p2p_comm_create on the same bootstrap.
+ *  Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (info_p NULL). */
 p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap,
                                  p2p_bootstrap_info_t *info_p);
 

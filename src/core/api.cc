@@ -40,6 +40,8 @@ struct ContextEntry {
 struct BootstrapEntry {
     std::unique_ptr<Bootstrap> bs;
     std::mutex mu;  // bootstrap calls are made one at a time
+    /** Fixed at creation: a query never waits for a collective in progress. */
+    p2p_bootstrap_info_t info{};
 };
 
 struct CommEntry {
@@ -369,6 +371,11 @@ p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bo
         if (st != P2P_OK) return st;
         log_set_rank(static_cast<int>(bs->rank()));
         auto e = std::make_unique<BootstrapEntry>();
+        e->info.rank = bs->rank();
+        e->info.size = bs->size();
+        e->info.local_rank = bs->local_rank();
+        e->info.local_size = bs->local_size();
+        e->info.name = bs->name();
         e->bs = std::move(bs);
         uint64_t id = g_bootstraps.add(std::move(e));
         if (id == 0) return P2P_ERR_NO_MEMORY;
@@ -392,13 +399,7 @@ p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap, p2p_bootstrap_info_t
         Registry<BootstrapEntry>::Ref e = g_bootstraps.get(handle_id(bootstrap));
         if (!e) return P2P_ERR_INVALID_HANDLE;
         if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
-        std::lock_guard<std::mutex> lock(e->mu);
-        if (!e->bs) return P2P_ERR_INVALID_HANDLE;
-        info_p->rank = e->bs->rank();
-        info_p->size = e->bs->size();
-        info_p->local_rank = e->bs->local_rank();
-        info_p->local_size = e->bs->local_size();
-        info_p->name = e->bs->name();
+        *info_p = e->info;
         return P2P_OK;
     });
 }

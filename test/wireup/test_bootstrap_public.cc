@@ -161,6 +161,40 @@ INSTANTIATE_TEST_SUITE_P(
         JobCase{"CommCreateTimesOutWhenARankIsLate", Call::kCommCreate, true, P2P_ERR_TIMEOUT}),
     [](const ::testing::TestParamInfo<JobCase> &i) { return std::string(i.param.name); });
 
+// p2p_bootstrap_query answers from what creation fixed: a thread querying
+// while another waits in a barrier for a late rank gets its answer at once
+// (it used to wait for the barrier, up to the bootstrap timeout).
+TEST_F(BootstrapPublic, QueryDoesNotWaitForABarrierInProgress) {
+    const uint16_t port = wtest::free_port_block(1);
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < 2; ++r) {
+        pids.push_back(wtest::spawn(wtest::job_env(r, 2, port, "20000", token_ + "-query"), [=] {
+            p2p_bootstrap_h bs = nullptr;
+            if (p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs) != P2P_OK) return 100;
+            if (r == 1) {  // late to the second barrier
+                std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+                return p2p_bootstrap_barrier(bs) == P2P_OK ? 0 : 101;
+            }
+            p2p_status_t bst = P2P_IN_PROGRESS;
+            std::thread waiter([&] { bst = p2p_bootstrap_barrier(bs); });
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            const uint64_t t0 = wtest::now_ms();
+            p2p_bootstrap_info_t info{};
+            const p2p_status_t qst = p2p_bootstrap_query(bs, &info);
+            const uint64_t took = wtest::now_ms() - t0;
+            waiter.join();
+            CHILD_CHECK(qst == P2P_OK && info.rank == 0 && info.size == 2);
+            CHILD_CHECK(std::string(info.name) == "tcp");
+            if (took > 1000) return wtest::kTooSlow;  // vs the 1.8 s the barrier waits
+            CHILD_CHECK(bst == P2P_OK);
+            return p2p_bootstrap_destroy(bs) == P2P_OK ? 0 : 102;
+        }));
+    }
+    const std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    EXPECT_EQ(0, codes[0]);
+    EXPECT_EQ(0, codes[1]);
+}
+
 // A one-rank TCP job (rank 0 listens on MASTER_PORT) with each allocation
 // of p2p_bootstrap_create failing in turn: NO_MEMORY each time, and no
 // descriptor kept -- a listening socket left open would make the next try
