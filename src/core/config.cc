@@ -54,8 +54,9 @@ const ConfigVar kTable[] = {
      "and WORLD_SIZE set is an error, and so is an MPI launcher's rank count "
      "above 1 (OMPI_COMM_WORLD_SIZE, PMI_SIZE) with no PMIx and no RANK."},
     {"P2P_MASTER_ADDR", "",
-     "Address of rank 0's rendezvous server; falls back to MASTER_ADDR, then "
-     "127.0.0.1."},
+     "IPv4 address (or host name) of rank 0's rendezvous server; falls back "
+     "to MASTER_ADDR, then 127.0.0.1. The tcp bootstrap connects over IPv4: "
+     "an IPv6 address is refused."},
     {"P2P_MASTER_PORT", "",
      "Port of rank 0's rendezvous server (p2prun sets one). MASTER_PORT is "
      "not used as one: torchrun's store, or PyTorch's in rank 0, listens "
@@ -81,10 +82,10 @@ const ConfigVar kTable[] = {
     {"P2P_JOB_TOKEN", "",
      "Value shared by the ranks of one job (an identifier, not a password: "
      "it travels in the clear); connections presenting another are "
-     "rejected. p2prun sets a random one. Unset: derived from "
-     "P2P_MASTER_PORT, else from MASTER_PORT with torchrun's "
-     "TORCHELASTIC_RUN_ID/RESTART_COUNT, else from those two alone; ranks "
-     "that scan P2P_PORT_RANGE need one of these."},
+     "rejected. p2prun sets a random one. Unset: derived from MASTER_PORT "
+     "and torchrun's TORCHELASTIC_RUN_ID/RESTART_COUNT, with P2P_MASTER_PORT "
+     "when set; ranks that scan P2P_PORT_RANGE need one of these, and jobs "
+     "that share one fixed P2P_MASTER_PORT on a host need one naming each."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries) and for each "
      "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "

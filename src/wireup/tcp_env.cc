@@ -62,41 +62,52 @@ std::string plain_env(const char *name) {
     return v != nullptr ? v : "";
 }
 
-/** The job token: P2P_JOB_TOKEN, else derived from the rendezvous port
- *  when there is one (P2P_MASTER_PORT), else from what identifies the job
- *  to its launcher. MASTER_PORT is held by the launcher's (or PyTorch's)
+/** The job token: P2P_JOB_TOKEN, else derived from what identifies the job
+ *  to its launcher, with the rendezvous port when there is one
+ *  (P2P_MASTER_PORT). MASTER_PORT is held by the launcher's (or PyTorch's)
  *  store for the job's lifetime, so no two live jobs with one master host
- *  share it; TORCHELASTIC_RUN_ID alone may be torchrun's default "none".
+ *  share it; a fixed P2P_MASTER_PORT is held by rank 0 only while the job
+ *  wires up, so alone it does not keep two jobs apart: one whose rank 0
+ *  could not bind it would send its other ranks to the first job's rank 0.
+ *  TORCHELASTIC_RUN_ID alone may be torchrun's default "none".
  *  *from: the variable named in errors. "" when nothing identifies it. */
 p2p_status_t job_token(const TcpConfig &c, std::string *token, const char **from) {
     *from = "P2P_JOB_TOKEN";
     *token = config_get("P2P_JOB_TOKEN");
-    // Without the world size or the address, as spelled by each rank: a
-    // rank that disagrees on those gets told so, not "token mismatch".
-    if (!token->empty() || c.has_port) {
-        if (token->empty()) {
-            *token = "ucxp2p:port:" + std::to_string(c.port);
-        }
+    if (!token->empty()) {
         return P2P_OK;
     }
+    // Without the world size or the address, as spelled by each rank: a
+    // rank that disagrees on those gets told so, not "token mismatch".
     bool has_master_port = false;
     uint64_t master_port = 0;
-    p2p_status_t st = check_num("MASTER_PORT", plain_env("MASTER_PORT"), 1, 65535,
-                                &has_master_port, &master_port);
-    if (st != P2P_OK) {
-        return st;
+    const std::string mp = plain_env("MASTER_PORT");
+    if (c.has_port) {
+        // P2P_MASTER_PORT wins over torchrun's variables: a MASTER_PORT that
+        // is not a port then just does not name the job.
+        has_master_port = parse_u64(mp, 65535, &master_port) && master_port > 0;
+    } else {
+        p2p_status_t st = check_num("MASTER_PORT", mp, 1, 65535, &has_master_port,
+                                    &master_port);
+        if (st != P2P_OK) {
+            return st;
+        }
+    }
+    std::string name;  // what names the job, beside the rendezvous port
+    if (has_master_port) {
+        *from = "MASTER_PORT";
+        name = "master-port:" + std::to_string(master_port);
     }
     const std::string run_id = plain_env("TORCHELASTIC_RUN_ID");
-    std::string torchrun;
     if (!run_id.empty()) {
         *from = "TORCHELASTIC_RUN_ID";
-        torchrun = run_id + ":" + plain_env("TORCHELASTIC_RESTART_COUNT");
+        name += (name.empty() ? "" : ":") + std::string("torchrun:") + run_id + ":" +
+                plain_env("TORCHELASTIC_RESTART_COUNT");
     }
-    if (has_master_port) {
-        *token = "ucxp2p:master-port:" + std::to_string(master_port) +
-                 (torchrun.empty() ? "" : ":torchrun:" + torchrun);
-    } else if (!torchrun.empty()) {
-        *token = "ucxp2p:torchrun:" + torchrun;
+    if (c.has_port) {
+        *token = "ucxp2p:port:" + std::to_string(c.port) + (name.empty() ? "" : ":" + name);
+    } else if (!name.empty()) {
+        *token = "ucxp2p:" + name;
     }
     return P2P_OK;
 }
@@ -190,6 +201,13 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     c.master_addr = tcp_env_value("P2P_MASTER_ADDR", "MASTER_ADDR", &from);
     if (c.master_addr.empty()) {
         c.master_addr = "127.0.0.1";
+    }
+    in6_addr v6;
+    if (c.size > 1 && ::inet_pton(AF_INET6, c.master_addr.c_str(), &v6) == 1) {
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s='%s' is an IPv6 address; the tcp "
+                "bootstrap connects over IPv4 (give rank 0's IPv4 address or a host "
+                "name that has one)", from, c.master_addr.c_str());
+        return P2P_ERR_INVALID_PARAM;
     }
     // Not MASTER_PORT: under torchrun its agent's store listens there, and
     // PyTorch's init_process_group binds it in rank 0. It names the job.

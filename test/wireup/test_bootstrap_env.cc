@@ -231,7 +231,8 @@ TEST_F(BootstrapEnv, MalformedValuesAreInvalidParam) {
         {"P2P_BOOTSTRAP_MAX_MSG", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "2147483649"},
         {"LOCAL_WORLD_SIZE", "0"}, {"LOCAL_WORLD_SIZE", "3"},
         {"LOCAL_RANK", "2"},    {"P2P_IF_IP", "999.1.1.1"},
-        {"P2P_IFNAME", "nosuchif0"}};
+        {"P2P_IFNAME", "nosuchif0"}, {"MASTER_ADDR", "::1"},
+        {"P2P_MASTER_ADDR", "fe80::1"}};
     uint16_t port = wtest::free_port_block(1);
     for (const BadEnv &c : cases) {
         wtest::EnvGuard inner;

@@ -1,7 +1,8 @@
 /*
  * Multi-process tests of what keeps TCP jobs apart and what they are told
  * when they do not fit: ranks scanning a port range need a job token, two
- * jobs scanning one range on one host never mix, MASTER_PORT is left to
+ * jobs scanning one range (or sharing one fixed port) on one host never
+ * mix, MASTER_PORT is left to
  * torchrun's store, a rank that disagrees
  * with rank 0 learns why, and rank 0 copes with a low open file limit.
  */
@@ -142,6 +143,30 @@ TEST_F(BootstrapJobs, MasterPortHeldByTorchrunsStoreIsLeftAlone) {
     expect_all_ok(pids, "a job beside its launcher's store");
     pollfd p{store.get(), POLLIN, 0};
     EXPECT_EQ(0, ::poll(&p, 1, 0)) << "a rank connected to the store's port";
+}
+
+// A fixed P2P_MASTER_PORT is held by rank 0 only while its job wires up:
+// a second job on the same port whose rank 0 could not bind it must not
+// send its other ranks into the first job. What names each job (here its
+// MASTER_PORT) goes into the token beside the port.
+TEST_F(BootstrapJobs, FixedPortJobsNamedApartDoNotMix) {
+    uint16_t port = wtest::free_port_block(3);
+    ASSERT_NE(0, port);
+    auto named = [&](uint32_t r, int job, const char *timeout_ms) {
+        wtest::Env e = job_env(r, 2, port, timeout_ms, "");
+        e.push_back({"MASTER_PORT", std::to_string(port + 1 + job)});
+        return e;
+    };
+    p2ptest::TempDir logs;
+    std::vector<int> a0{wtest::spawn(named(0, 0, "15000"), [] { return tagged_job("a"); })};
+    // Job b's rank 1 (its rank 0 found the port taken): rejected by a's rank 0.
+    std::vector<int> b1{wtest::spawn(named(1, 1, "3000"), [] { return tagged_job("b"); },
+                                     logs.file("b1"))};
+    std::vector<int> codes = wtest::wait_all(b1, kWaitMs);
+    EXPECT_NE(0, codes[0]) << "job b's rank joined job a";
+    EXPECT_NE(std::string::npos, logs.read("b1").find("job token mismatch")) << logs.read("b1");
+    a0.push_back(wtest::spawn(named(1, 0, "15000"), [] { return tagged_job("a"); }));
+    expect_all_ok(a0, "job a after job b's rank was turned away");
 }
 
 TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
