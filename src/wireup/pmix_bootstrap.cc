@@ -157,7 +157,7 @@ public:
     PmixBootstrap(std::unique_ptr<PmixClient> client, Modex modex,
                   int timeout_s, uint64_t max_msg)
         : client_(std::move(client)), modex_(modex), timeout_s_(timeout_s),
-          max_msg_(max_msg), instance_(g_instance.fetch_add(1)) {
+          max_msg_(max_msg) {
         PMIX_LOAD_PROCID(&all_, client_->proc().nspace, PMIX_RANK_WILDCARD);
     }
     PmixBootstrap(const PmixBootstrap &) = delete;
@@ -194,7 +194,7 @@ private:
     Modex modex_;
     int timeout_s_;
     uint64_t max_msg_;
-    uint32_t instance_;
+    uint32_t instance_ = 0;
     uint64_t seq_ = 0;
     pmix_proc_t all_;
     uint32_t size_ = 0;
@@ -241,6 +241,9 @@ p2p_status_t PmixBootstrap::query_job() {
                 rank(), size_, local_rank_, local_size_);
         return P2P_ERR_BOOTSTRAP;
     }
+    // Numbered only once usable: a create that failed here and is tried
+    // again must use the same keys as the ranks whose first try worked.
+    instance_ = g_instance.fetch_add(1);
     return P2P_OK;
 }
 
