@@ -179,8 +179,10 @@ typedef struct {
 } p2p_config_t;
 
 /**
- * Print every P2P_* variable with its default, current value and help text.
- * Errors: P2P_ERR_INVALID_PARAM if stream is NULL.
+ * Print every P2P_* variable with its default, current value and help text,
+ * then any variable of the environment that looks like a misspelled one.
+ * Errors: P2P_ERR_INVALID_PARAM if stream is NULL; P2P_ERR_NO_MEMORY
+ * (nothing printed).
  */
 p2p_status_t p2p_config_print(FILE *stream);
 
@@ -230,7 +232,8 @@ typedef enum {
                                    else env/TCP when RANK and WORLD_SIZE are
                                    set, else single -- except under an MPI
                                    launcher that started several ranks
-                                   (OMPI_COMM_WORLD_SIZE or PMI_SIZE > 1):
+                                   (OMPI_COMM_WORLD_SIZE, PMI_SIZE or
+                                   SLURM_STEP_NUM_TASKS > 1):
                                    P2P_ERR_UNSUPPORTED, logged */
     P2P_BOOTSTRAP_TCP    = 1, /**< MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE */
     P2P_BOOTSTRAP_SINGLE = 2, /**< one process, rank 0 of 1 */
@@ -244,8 +247,9 @@ typedef enum {
  * Errors: P2P_ERR_INVALID_PARAM (bad type, NULL bootstrap_p, malformed
  * variables), P2P_ERR_UNSUPPORTED (type not available in this build; AUTO
  * under an MPI launcher with neither PMIx nor the torchrun variables),
- * P2P_ERR_BOOTSTRAP (rendezvous failed: timeout, bad token, peer gone),
- * P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS passed), P2P_ERR_NO_MEMORY.
+ * P2P_ERR_BOOTSTRAP (rendezvous failed: bad token, a disagreement with
+ * rank 0, peer gone, port taken), P2P_ERR_TIMEOUT (P2P_BOOTSTRAP_TIMEOUT_MS
+ * passed, e.g. rank 0 never answered), P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type,
                                   p2p_bootstrap_h *bootstrap_p);
@@ -268,7 +272,8 @@ p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap,
                                  p2p_bootstrap_info_t *info_p);
 
 /** Block until every rank of the job called it.
- *  Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BOOTSTRAP, P2P_ERR_TIMEOUT. */
+ *  Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BOOTSTRAP, P2P_ERR_TIMEOUT,
+ *  P2P_ERR_NO_MEMORY. */
 p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
 
 /* ---------------------------------------------------------------- comm */
@@ -375,7 +380,8 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * process has loaded the CUDA driver, the address is checked with
  * cuPointerGetAttribute.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
- * mem_p, zero length), P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
+ * mem_p, zero length, address + length past the end of the address space),
+ * P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
  * without CUDA and P2P_CUDA_STAGING=off, or no CUDA context for it;
  * logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY (also: no
  * host memory for the copy of device memory).
@@ -398,7 +404,7 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 /**
  * Post a send of length bytes at buffer to peer, tagged tensor_id.
  * (buffer, length) must lie inside mem. length may be 0 (buffer may then be
- * any address inside mem). user_context comes back in the completion.
+ * any address inside mem, or its end). user_context comes back in the completion.
  * The send's completion means the buffer may be reused. It may come before
  * the peer posted its receive (small messages, UCX's eager protocol) or
  * only after (rendezvous, same-host single copy, and with
@@ -443,9 +449,12 @@ typedef struct {
 
 /**
  * Post count blocks in one call (as seed P2PSendBatch/P2PRecvBatch). Every
- * block is validated first: if one is bad, nothing is posted, the status of
- * the first bad block is returned and *bad_index_p (if not NULL) is set to
- * its index. Otherwise each block produces its own completion entry.
+ * block is validated first, in two rounds: the arguments of every block,
+ * then the peer of every block (a failed peer, an endpoint that cannot be
+ * created). If one is bad, nothing is posted, the status of the first block
+ * found bad is returned and *bad_index_p (if not NULL) is set to its index
+ * (so a bad argument in a later block is reported before a failed peer in
+ * an earlier one). Otherwise each block produces its own completion entry.
  * An error that concerns no block (the communicator's handle, blocks NULL,
  * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched.
  * Errors: as p2p_comm_send (P2P_ERR_NO_MEMORY: the batch does not fit in

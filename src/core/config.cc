@@ -1,4 +1,5 @@
 #include "core/config.h"
+#include "core/guard.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -52,7 +53,8 @@ const ConfigVar kTable[] = {
      "when a PMIx launcher (srun --mpi=pmix, mpirun) started the process, "
      "else tcp when RANK/WORLD_SIZE are set, else single. Only one of RANK "
      "and WORLD_SIZE set is an error, and so is an MPI launcher's rank count "
-     "above 1 (OMPI_COMM_WORLD_SIZE, PMI_SIZE) with no PMIx and no RANK."},
+     "above 1 (OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_STEP_NUM_TASKS) with no "
+     "PMIx and no RANK."},
     {"P2P_MASTER_ADDR", "",
      "IPv4 address (or host name) of rank 0's rendezvous server; falls back "
      "to MASTER_ADDR, then 127.0.0.1. The tcp bootstrap connects over IPv4: "
@@ -301,21 +303,23 @@ p2p_status_t config_parse_thread_mode(const std::string &s, p2p_thread_mode_t *o
 } // namespace ucxp2p
 
 extern "C" p2p_status_t p2p_config_print(FILE *stream) {
-    if (stream == nullptr) {
-        return P2P_ERR_INVALID_PARAM;
-    }
-    for (const ucxp2p::ConfigVar *v = ucxp2p::config_table(); v->name != nullptr;
-         ++v) {
-        const char *env = std::getenv(v->name);
-        std::fprintf(stream, "# %s\n#   default: '%s'\n%s=%s%s\n\n", v->help,
-                     v->default_value, v->name,
-                     env != nullptr ? env : v->default_value,
-                     env != nullptr ? "   (set in environment)" : "");
-    }
-    // Likely typos last, where they are seen: nothing reads them.
-    for (const auto &m : ucxp2p::config_misspelled(environ)) {
-        std::fprintf(stream, "# %s is set but is not a ucxp2p variable (ignored); "
-                     "did you mean %s?\n", m.first.c_str(), m.second.c_str());
-    }
-    return P2P_OK;
+    return ucxp2p::guarded("config print", [&]() -> p2p_status_t {
+        if (stream == nullptr) {
+            return P2P_ERR_INVALID_PARAM;
+        }
+        // Likely typos are listed last, where they are seen (nothing reads
+        // them); found first, so that running out of memory prints nothing.
+        const auto misspelled = ucxp2p::config_misspelled(environ);
+        for (const ucxp2p::ConfigVar *v = ucxp2p::config_table(); v->name != nullptr; ++v) {
+            const char *env = std::getenv(v->name);
+            std::fprintf(stream, "# %s\n#   default: '%s'\n%s=%s%s\n\n", v->help,
+                         v->default_value, v->name, env != nullptr ? env : v->default_value,
+                         env != nullptr ? "   (set in environment)" : "");
+        }
+        for (const auto &m : misspelled) {
+            std::fprintf(stream, "# %s is set but is not a ucxp2p variable (ignored); "
+                         "did you mean %s?\n", m.first.c_str(), m.second.c_str());
+        }
+        return P2P_OK;
+    });
 }

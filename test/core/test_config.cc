@@ -1,4 +1,5 @@
 #include "core/config.h"
+#include "../fail_each.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -117,4 +118,39 @@ TEST(Config, MisspelledVariablesAreFoundWithTheirNames) {
         {"P2P_CUDA_STAGNG", "P2P_CUDA_STAGING"}};
     EXPECT_EQ(want, config_misspelled(env));
     EXPECT_TRUE(config_misspelled(nullptr).empty());
+}
+
+// Out of memory: NO_MEMORY, nothing printed, never an exception out of the
+// C API (a misspelled variable makes the call allocate).
+TEST(Config, PrintOutOfMemoryIsNoMemory) {
+    setenv("P2P_SPIN_USS", "5", 1);
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ASSERT_NE(nullptr, f);
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_config_print(f); },
+        [&](p2p_status_t st) {
+            std::fflush(f);
+            if (st != P2P_OK) {
+                EXPECT_EQ(0u, len) << "printed before failing";
+            }
+        });
+    std::fclose(f);
+    std::free(buf);
+    unsetenv("P2P_SPIN_USS");
+    EXPECT_GT(k, 0u) << "nothing was failed";
+}
+
+TEST(Config, LocalRankQueryOutOfMemoryIsNoMemory) {
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    uint32_t rank = 9, size = 9;
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_local_rank_query(&rank, &size); }, [](p2p_status_t) {});
+    unsetenv("LOCAL_RANK");
+    unsetenv("LOCAL_WORLD_SIZE");
+    EXPECT_GT(k, 0u) << "nothing was failed";
+    EXPECT_EQ(1u, rank);
+    EXPECT_EQ(4u, size);
 }

@@ -218,6 +218,10 @@ TEST_F(BootstrapPublic, EachAllocationOfTcpCreateFailsCleanly) {
         });
     ASSERT_EQ(P2P_OK, st) << "after " << k << " failed tries";
     EXPECT_GT(k, 0u) << "nothing was failed";
+    // The barrier too (an allgather): NO_MEMORY, and the bootstrap still works.
+    const unsigned kb = p2ptest::fail_each_allocation(
+        [&] { return p2p_bootstrap_barrier(bs); }, [](p2p_status_t) {});
+    EXPECT_GT(kb, 0u) << "the barrier allocated nothing";
     EXPECT_EQ(P2P_OK, p2p_bootstrap_barrier(bs));
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
     EXPECT_EQ(fds, open_fds());
