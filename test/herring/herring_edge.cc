@@ -21,13 +21,13 @@
 
 #define HERRING_TEST_APP "herring_edge"
 #include "app_check.h"
+#include "../fail_new.h"
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -35,8 +35,6 @@
 namespace {
 
 int g_rank = 0;
-/** While set, this thread's allocations fail (operator new below). */
-thread_local bool g_fail_alloc = false;
 
 uint8_t pattern(size_t i) { return static_cast<uint8_t>((i * 131u + 7u) >> 3); }
 
@@ -79,9 +77,10 @@ int run_oom_post() {
     void *mr = herringP2PRegisterMemory(buf.data(), static_cast<int>(buf.size()));
     CHECK(mr != nullptr);
     static char ctx[40];
-    g_fail_alloc = true;
-    for (int i = 0; i < 40; ++i) herringP2PSend(5, buf.data(), mr, 8, i, &ctx[i], 0);
-    g_fail_alloc = false;
+    {
+        p2ptest::NoMemory oom;  // this thread's allocations (test/fail_new.h)
+        for (int i = 0; i < 40; ++i) herringP2PSend(5, buf.data(), mr, 8, i, &ctx[i], 0);
+    }
     herringP2PShutdown();  // hung here when a failed post kept its count
     // What was queued before the allocations failed, then the sentinel.
     int queued = 0;
@@ -100,15 +99,6 @@ int run_oom_post() {
 }
 
 } // namespace
-
-void *operator new(size_t n) {
-    if (g_fail_alloc) throw std::bad_alloc();
-    void *p = std::malloc(n != 0 ? n : 1);
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
 
 int main(int argc, char **argv) {
     alarm(60);  // watchdog: a hang becomes SIGALRM, never a stuck test
