@@ -142,8 +142,15 @@ void check_result(const jsonmini::Value &r) {
     double t = r.at("time_s").num;
     if (test == "setup") {
         EXPECT_EQ(t, 0);
-        EXPECT_TRUE(r.at("extra").has("first_msg_us_avg"));
-        EXPECT_GT(r.at("extra").at("first_msg_us_avg").num, 0);
+        const jsonmini::Value &x = r.at("extra");
+        EXPECT_TRUE(x.has("first_msg_us_avg"));
+        EXPECT_GT(x.at("first_msg_us_avg").num, 0);
+        /* create + first message, the slowest rank's: at least rank 0's
+         * create and at least its first round trip */
+        EXPECT_GE(x.at("create_first_msg_us_p50_rank_max").num, x.at("first_msg_us_p50").num);
+        EXPECT_GE(x.at("create_us_p50_rank_max").num, x.at("create_us_p50").num);
+        EXPECT_GE(x.at("create_first_msg_us_max").num,
+                  x.at("create_first_msg_us_p50_rank_max").num);
         return;
     }
     ASSERT_GT(t, 0);
@@ -167,7 +174,7 @@ TEST(Perftest, JsonParsesAndCountsAreConsistent) {
     jsonmini::Value doc;
     std::string out;
     ASSERT_TRUE(run2_json("-t lat,bw,rate,batch,setup -s 8,65536 -n 20 -w 2 -W 4 "
-                 "-b 4x65536 --check --json -q", &doc, &out));
+                 "-b 4 --check --json -q", &doc, &out));
     ASSERT_EQ(doc.kind, jsonmini::Value::OBJECT);
     EXPECT_EQ(doc.at("tool").str, "p2p_perftest");
     EXPECT_EQ(doc.at("ranks").num, 2);
@@ -234,7 +241,7 @@ TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {
     jsonmini::Value doc;
     std::string out;
     ASSERT_TRUE(run2_json("-t bw,batch,lat,rate -s 8,20000,300000 -n 6 -w 1 "
-                        "-W 3 -b 3x300000 --alloc lib --check --json -q", &doc, &out));
+                        "-W 3 -b 3 --alloc lib --check --json -q", &doc, &out));
     EXPECT_EQ(doc.at("alloc").str, "lib");
     const jsonmini::Value &res = doc.at("results");
     ASSERT_EQ(res.arr.size(), 12u) << out;
@@ -277,7 +284,7 @@ TEST(Perftest, SerializedThreadModeMovesCheckedBytes) {
     jsonmini::Value doc;
     std::string out;
     ASSERT_TRUE(run2_json("-t lat,bw,rate,batch -s 8,300000 -n 8 -w 2 -W 4 "
-                        "-b 3x300000 --threads serialized --check --json -q",
+                        "-b 3 --threads serialized --check --json -q",
                         &doc, &out));
     EXPECT_EQ(doc.at("threads").str, "serialized");
     const jsonmini::Value &res = doc.at("results");
@@ -307,6 +314,56 @@ TEST(Perftest, MemTestReportsPerCommunicatorNumbers) {
     EXPECT_TRUE(m.at("extra").has("rss_KiB_per_comm_max"));
     EXPECT_TRUE(m.at("extra").has("rss_KiB_per_peer_max"));
     EXPECT_EQ(m.at("extra").at("ranks").num, 2);
+}
+
+// -b COUNTxSIZE names batch's block size even when -s lists the other
+// tests' sizes (-s 8 ran the 16x1M batch with 8-byte blocks); -b COUNT
+// alone takes the -s sizes.
+TEST(Perftest, BatchShapeSizeWinsOverSizeList) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    jsonmini::Value doc;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t bw,batch -s 8 -b 4x64K -n 4 -w 1 -W 2 --json -q", &doc, &out));
+    const jsonmini::Value &res = doc.at("results");
+    ASSERT_EQ(res.arr.size(), 2u) << out;
+    EXPECT_EQ(res.arr[0].at("test").str, "bw");
+    EXPECT_EQ(res.arr[0].at("size").num, 8);
+    EXPECT_EQ(res.arr[1].at("test").str, "batch");
+    EXPECT_EQ(res.arr[1].at("size").num, 65536) << out;
+    EXPECT_EQ(res.arr[1].at("msgs_per_iter").num, 4);
+    for (const jsonmini::Value &v : res.arr) {
+        check_result(v);
+    }
+    jsonmini::Value swept;
+    ASSERT_TRUE(run2_json("-t batch -s 8,4K -b 4 -n 4 -w 1 --json -q", &swept, &out));
+    ASSERT_EQ(swept.at("results").arr.size(), 2u) << out;
+    EXPECT_EQ(swept.at("results").arr[1].at("size").num, 4096);
+}
+
+// rate's latency samples: one per window of W sends, the first window
+// (posts into an empty window, timing nothing but the posts: 0.3 us per
+// 1 MiB message) left out and the drain (the last sends' completions and
+// the ack) in: the samples cover the timed phase and none is a post alone.
+TEST(Perftest, RateSamplesCoverTheStreamNotThePosts) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    for (const char *mode : {"", " --post-batch"}) {
+        SCOPED_TRACE(mode);
+        jsonmini::Value doc;
+        std::string out;
+        ASSERT_TRUE(run2_json(std::string("-t rate -s 1M -n 2 -w 1 -W 8 --json -q") + mode, &doc,
+                              &out));
+        const jsonmini::Value &v = doc.at("results").arr.at(0);
+        check_result(v);
+        const jsonmini::Value &lat = v.at("latency_us");
+        double covered = lat.at("avg").num * 8 * 2 / 1e6, t = v.at("time_s").num;
+        EXPECT_GE(covered, 0.8 * t) << out;
+        /* no sample far below the mean time per message (a post alone) */
+        EXPECT_GE(lat.at("min").num, 0.1 * t * 1e6 / (8 * 2)) << out;
+    }
 }
 
 /** `prog args` on n ranks with test/perftest/fault_send.cc preloaded:
@@ -365,7 +422,13 @@ TEST(Perftest, BadOrMissingDataFailsTheRun) {
     } cases[] = {{"corrupt", 1, "-t lat -s 4096 -n 20 -q --check --csv", "lat"},
                  {"half", 1, "-t lat -s 4096 -n 20 -q --csv", "lat"},
                  {"half", 0, "-t bw -s 4096 -n 5 -W 4 -q --csv", "bw"},
-                 {"corrupt", 0, "-t bw -s 64 -n 5 -W 4 -q --check --csv", "bw"}};
+                 {"corrupt", 0, "-t bw -s 64 -n 5 -W 4 -q --check --csv", "bw"},
+                 /* the collective tests: every rank's totals (a short
+                  * echo on rank 1's side, the mem test's rank 0 receives) */
+                 {"half", 0, "-t setup -n 4 -q --csv", "setup"},
+                 {"half", 1, "-t setup -n 4 -q --csv", "setup"},
+                 {"half", 0, "-t mem -c 2 -q --csv", "mem"},
+                 {"half", 1, "-t mem -c 2 -q --csv", "mem"}};
     for (const Case &c : cases) {
         SCOPED_TRACE(std::string(c.fault) + " on rank " + std::to_string(c.rank) + ": " +
                      c.args);
@@ -377,6 +440,11 @@ TEST(Perftest, BadOrMissingDataFailsTheRun) {
         EXPECT_GT(csv_errors(r.out, c.test), 0) << r.out;
         EXPECT_NE(std::string::npos, r.err.find("point(s) with errors")) << r.err;
     }
+    /* 3 ranks, short sends on rank 1: ranks 0 and 2 receive short; rank
+     * 0's sends and rank 1's receives (the report's columns) are whole */
+    ProcResult r = run_fault("half", 1, perftest(), 3, "-t mem -c 2 -q --csv");
+    EXPECT_EQ(1, r.rc) << r.out << r.err;
+    EXPECT_GT(csv_errors(r.out, "mem"), 0) << r.out;
 }
 
 // The quick-start job: bytes moved between ranks exclude a rank's tensors
@@ -429,7 +497,12 @@ TEST(Perftest, BadCommandLinesFailCleanly) {
     ProcResult to = run(perftest() + " --timeout 0", 20);
     EXPECT_EQ(to.rc, 2);
     EXPECT_NE(to.err.find("bad value for --timeout: '0'"), std::string::npos) << to.err;
-    for (const char *bad : {" -s 2T", " -s 8:2T", " -s 262144G -W 65536 --check",
+    /* --help says sizes are at most 1T: 1T (and 1024G) parse, 1025G not */
+    for (const char *ok : {" -s 1T", " -s 1024G", " -b 2x1T", " -p 1TiB"}) {
+        ProcResult r = run(perftest() + ok + " --help", 20);
+        EXPECT_EQ(r.rc, 0) << ok << ": " << r.err;
+    }
+    for (const char *bad : {" -s 2T", " -s 8:2T", " -s 1025G", " -b 4x", " -b x4", " -s 262144G -W 65536 --check",
                             " -s 18446744073709551615", " -b 4x2T", " -p 2T",
                             " -n 100000001", " -n 18446744073709551615",
                             " -w 18446744073709551614", " -w 18446744073709551615"}) {

@@ -11,13 +11,49 @@
 
 namespace perftest {
 
+namespace {
+
+/** Rank 0: one count per (rank, direction) whose bytes differ from what
+ *  that rank should have moved: the point's numbers assume every byte. */
+uint64_t short_totals(const std::vector<PeerReport> &all,
+                      const std::vector<uint64_t> &expected) {
+    uint64_t bad = 0;
+    for (size_t p = 0; p < all.size(); ++p) {
+        bad += (all[p].bytes_sent != expected[p]) +
+               (all[p].bytes_received != expected[p]);
+    }
+    return bad;
+}
+
+/** Every rank but 0 sends `mine`; rank 0 gets them all in *all (its own
+ *  first). */
+p2p_status_t gather_reports(Session &s, const PeerReport &mine,
+                            std::vector<PeerReport> *all) {
+    Reaper rp(s.comm.get(), true);
+    if (s.rank != 0) {
+        return send_report(s, rp, mine);
+    }
+    all->assign(s.size, PeerReport{});
+    (*all)[0] = mine;
+    p2p_status_t st = P2P_OK;
+    for (uint32_t p = 1; p < s.size && st == P2P_OK; ++p) {
+        st = recv_report(s, rp, p, &(*all)[p]);
+    }
+    return st;
+}
+
+} // namespace
+
 p2p_status_t run_setup(Session &s, Result *r) {
     const Options &o = s.opts;
     const uint64_t iters = test_iters(o, "setup", 8, 1);
     const size_t msg = 8;
     char *sbuf = s.ctrl.data() + kCtrlAckSend;
     char *rbuf = s.ctrl.data() + kCtrlAckRecv;
-    std::vector<double> create_us, first_us;
+    /* create: p2p_comm_create; first: the first round trip on the new
+     * communicator (ranks 0 and 1); ready: both, the time until the
+     * communicator has moved its first message (the setup target's) */
+    std::vector<double> create_us, first_us, ready_us;
     Tally ts, tr;
     p2p_status_t st = P2P_OK;
 
@@ -61,30 +97,40 @@ p2p_status_t run_setup(Session &s, Result *r) {
         double t2 = now_us();
         create_us.push_back(t1 - t0);
         first_us.push_back(t2 - t1);
+        ready_us.push_back(t2 - t0);
         p2p_status_t dst = c.destroy();
         st = (st != P2P_OK) ? st : dst;
     }
     if (st != P2P_OK) {
         return st;
     }
-    Reaper rp(s.comm.get(), true);
-    if (s.rank == 1) {
-        PeerReport rep{};
-        rep.bytes_received = tr.bytes;
-        rep.bytes_sent = ts.bytes;
-        rep.errors = tr.errors + ts.errors;
-        return send_report(s, rp, rep);
-    }
-    if (s.rank != 0) {
-        return P2P_OK;
-    }
-    PeerReport rep{};
-    st = recv_report(s, rp, 1, &rep);
-    if (st != P2P_OK) {
+    Stats c = stats_of(create_us), ready = stats_of(ready_us);
+    PeerReport mine{};
+    mine.bytes_received = tr.bytes;
+    mine.bytes_sent = ts.bytes;
+    mine.errors = tr.errors + ts.errors;
+    mine.values[0] = c.p50;
+    mine.values[1] = ready.p50;
+    mine.values[2] = ready.max;
+    std::vector<PeerReport> all;
+    st = gather_reports(s, mine, &all);
+    if (st != P2P_OK || s.rank != 0) {
         return st;
     }
+    /* ranks 0 and 1 each sent and received one message per iteration
+     * (a short echo counts as much as a short message); the others moved
+     * nothing */
+    std::vector<uint64_t> expected(s.size, 0);
+    expected[0] = expected[1] = msg * iters;
+    uint64_t errors = short_totals(all, expected);
+    double create_p50 = 0, ready_p50 = 0, ready_max = 0;
+    for (const PeerReport &p : all) {
+        create_p50 = std::max(create_p50, p.values[0]);
+        ready_p50 = std::max(ready_p50, p.values[1]);
+        ready_max = std::max(ready_max, p.values[2]);
+        errors += p.errors;
+    }
     Stats f = stats_of(first_us);
-    Stats c = stats_of(create_us);
     r->test = "setup";
     r->size = msg;
     r->iters = iters;
@@ -92,14 +138,20 @@ p2p_status_t run_setup(Session &s, Result *r) {
     r->time_s = 0; /* no bandwidth: the samples are the create times */
     r->samples_us = create_us;
     r->bytes_expected = msg * iters;
-    r->bytes_sent = ts.bytes;
-    r->bytes_received = rep.bytes_received;
-    r->errors = ts.errors + tr.errors + rep.errors;
+    r->bytes_sent = all[0].bytes_sent;
+    r->bytes_received = all[1].bytes_received;
+    r->errors = errors;
+    /* rank 0's create and first round trip; then, over all ranks, the
+     * largest median create time and median and max create + first
+     * message time (ranks past 1 move no message: their create time) */
     r->extra = {{"create_us_p50", c.p50},
                 {"create_us_max", c.max},
                 {"first_msg_us_avg", f.avg},
                 {"first_msg_us_p50", f.p50},
                 {"first_msg_us_max", f.max},
+                {"create_us_p50_rank_max", create_p50},
+                {"create_first_msg_us_p50_rank_max", ready_p50},
+                {"create_first_msg_us_max", ready_max},
                 {"ranks", double(s.size)}};
     return P2P_OK;
 }
@@ -182,20 +234,16 @@ p2p_status_t run_mem(Session &s, Result *r) {
     mine.values[2] = kib(pin1, pin0, k);
     mine.values[3] = kib(pin2, pin1, peers);
     mine.values[4] = kib(rss2, rss0, k); /* per fully connected comm */
-    Reaper rp(s.comm.get(), true);
-    if (s.rank != 0) {
-        return send_report(s, rp, mine);
-    }
-    std::vector<PeerReport> all(s.size);
-    all[0] = mine;
-    for (uint32_t p = 1; p < s.size && st == P2P_OK; ++p) {
-        st = recv_report(s, rp, p, &all[p]);
-    }
-    if (st != P2P_OK) {
+    std::vector<PeerReport> all;
+    st = gather_reports(s, mine, &all);
+    if (st != P2P_OK || s.rank != 0) {
         return st;
     }
+    /* every rank sent 8 bytes to and received 8 from each other rank, on
+     * each communicator: a short total on any rank is an error */
+    const uint64_t per_rank = uint64_t(8) * k * (s.size - 1);
     double avg[5] = {0}, mx[5] = {0};
-    uint64_t errors = 0;
+    uint64_t errors = short_totals(all, std::vector<uint64_t>(s.size, per_rank));
     for (const PeerReport &p : all) {
         for (int v = 0; v < 5; ++v) {
             avg[v] += p.values[v] / s.size;
@@ -208,9 +256,9 @@ p2p_status_t run_mem(Session &s, Result *r) {
     r->iters = k;
     r->msgs_per_iter = s.size - 1;
     r->time_s = 0;
-    r->bytes_expected = uint64_t(8) * k * (s.size - 1);
+    r->bytes_expected = per_rank;
     r->bytes_sent = ts.bytes;
-    r->bytes_received = all.size() > 1 ? all[1].bytes_received : 0;
+    r->bytes_received = all[1].bytes_received;
     r->errors = errors;
     r->extra = {{"rss_KiB_per_comm_avg", avg[0]},
                 {"rss_KiB_per_comm_max", mx[0]},

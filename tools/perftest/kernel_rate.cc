@@ -86,7 +86,11 @@ struct Stream {
 
 /** Rank 0: send messages [first, first + n) with at most W in flight, then
  *  wait for the receiver's ack (its receive posted before the first send).
- *  Every W sends, samples gets the mean time per message. */
+ *  samples gets the mean time per message of each window of W sends but the
+ *  first (posted into an empty window: it waits for nothing, so it timed
+ *  only the posts), then that of the drain (the last W sends' completions
+ *  and the ack): n / W samples that add up to the phase less its first
+ *  window's posts. */
 p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
                         std::vector<double> *samples) {
     Session &s = x.s;
@@ -99,6 +103,7 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
     uint64_t inflight = 0;
     double t_mark = now_us();
     uint64_t since_mark = 0; /* --post-batch: messages since t_mark */
+    bool first_window = true; /* its time is no sample (see above) */
     for (uint64_t m = first; m < first + n && st == P2P_OK;) {
         if (busy[x.in_window(m)]) { /* its slot's previous message is out */
             size_t k = 0;
@@ -130,7 +135,10 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
                 double t = now_us();
                 double per = (t - t_mark) / double(since_mark);
                 while (since_mark >= x.window) {
-                    samples->push_back(per);
+                    if (!first_window) {
+                        samples->push_back(per);
+                    }
+                    first_window = false;
                     t_mark += per * x.window;
                     since_mark -= x.window;
                 }
@@ -148,7 +156,10 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
         ++m;
         if (samples != nullptr && x.in_window(m - first) == 0) {
             double t = now_us();
-            samples->push_back((t - t_mark) / x.window);
+            if (!first_window) {
+                samples->push_back((t - t_mark) / x.window);
+            }
+            first_window = false;
             t_mark = t;
         }
     }
@@ -158,6 +169,10 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
     Tally acks;
     if (st == P2P_OK) {
         st = x.rp.reap(P2P_QUEUE_RECV, 1, &acks);
+    }
+    if (st == P2P_OK && samples != nullptr) {
+        /* the drain: what the last window's sends waited for */
+        samples->push_back((now_us() - t_mark) / x.window);
     }
     return st != P2P_OK ? st : acks.first_error;
 }

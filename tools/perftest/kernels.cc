@@ -26,6 +26,9 @@ std::vector<size_t> test_sizes(const Options &o, const std::string &test) {
     if (test == "setup" || test == "mem") {
         return {8};
     }
+    if (test == "batch" && o.batch_size_given) {
+        return {o.batch_size};  /* -b COUNTxSIZE: its SIZE, whatever -s says */
+    }
     if (!o.sizes.empty()) {
         return o.sizes;
     }

@@ -84,6 +84,7 @@ bool parse_size(const std::string &text, size_t *out) {
     case 'k': case 'K': shift = 10; ++end; break;
     case 'm': case 'M': shift = 20; ++end; break;
     case 'g': case 'G': shift = 30; ++end; break;
+    case 't': case 'T': shift = 40; ++end; break;
     default: return false;
     }
     if (*end == 'i' || *end == 'B' || *end == 'b') { /* "KiB", "KB" */
@@ -159,15 +160,19 @@ void options_usage(const char *prog) {
         "  -t LIST        tests to run\n"
         "  -s LIST        sizes: 8:4M (doubling), 1K:1M:4 (factor 4),\n"
         "                 8,64,1K or mixes. Default: lat 8, bw 8:4M,\n"
-        "                 rate 8, batch its block size. Sizes (-s, -b, -p)\n"
-        "                 are at most 1T\n"
+        "                 rate 8, batch its block size (see -b). Sizes\n"
+        "                 take K, M, G, T (powers of 1024); -s, -b, -p are\n"
+        "                 at most 1T\n"
         "  -n N           timed iterations per point (default: scaled by\n"
         "                 size, see docs/PERFORMANCE.md); at most 10^8\n"
         "  -w N           warm-up iterations (default n/10, at least 2);\n"
         "                 at most 10^8\n"
         "  -W N           window: messages in flight for bw/rate (64);\n"
         "                 bw's iteration is one window, rate's W messages\n"
-        "  -b COUNTxSIZE  batch shape, e.g. 128x512K (default)\n"
+        "  -b COUNT[xSIZE] batch shape, e.g. 128x512K (default). A SIZE\n"
+        "                 given here is batch's block size even with -s\n"
+        "                 (-s then sizes the other tests); -b COUNT alone:\n"
+        "                 batch runs at the -s sizes (default 512K)\n"
         "  -p BYTES       rotating buffer pool of BYTES (e.g. 1G) so\n"
         "                 cache effects show; default 0 = reuse one buffer\n"
         "                 per rank for every message (like ucx_perftest)\n"
@@ -200,12 +205,13 @@ void options_usage(const char *prog) {
         "\n"
         "Exit status: 0; 1 when the run failed or a point has errors (a\n"
         "payload --check found wrong, or bytes moved other than the\n"
-        "bytes_expected its rates are computed from); 2 bad command line\n"
-        "or fewer than 2 ranks.\n"
+        "bytes_expected its rates are computed from; setup and mem: any\n"
+        "rank's totals); 2 bad command line or fewer than 2 ranks.\n"
         "\n"
         "Units: MB/s = 1e6 bytes/s, MiB/s = 2^20 bytes/s. Latency columns\n"
         "are microseconds per message (bw/rate/batch: iteration time /\n"
-        "messages per iteration).\n",
+        "messages per iteration; rate: per window of W sends, the first\n"
+        "window's posts left out, the final drain and ack in).\n",
         prog);
 }
 
@@ -250,10 +256,16 @@ int options_parse(int argc, char **argv, Options *opts) {
             o.window = static_cast<uint32_t>(v);
             break;
         case 'b': {
+            /* COUNT or COUNTxSIZE: a SIZE given here is the batch's block
+             * size even when -s lists others (those are for the other
+             * tests); without one, batch sweeps -s (default 512K) */
             std::vector<std::string> p = split(optarg, 'x');
-            ok = p.size() == 2 && parse_u64(p[0].c_str(), &v) && v > 0 &&
-                 v <= 65536 && parse_size(p[1], &o.batch_size);
+            size_t bytes = Options().batch_size;
+            ok = (p.size() == 1 || p.size() == 2) && parse_u64(p[0].c_str(), &v) &&
+                 v > 0 && v <= 65536 && (p.size() == 1 || parse_size(p[1], &bytes));
             o.batch_count = static_cast<uint32_t>(v);
+            o.batch_size = bytes;
+            o.batch_size_given = p.size() == 2;
             break;
         }
         case 'p': ok = parse_size(optarg, &o.pool_bytes); break;

@@ -22,6 +22,7 @@ struct Options {
     uint32_t window = 64;             /* messages in flight (bw, rate) */
     uint32_t batch_count = 128;       /* blocks per batch call */
     size_t batch_size = 512 * 1024;   /* bytes per block */
+    bool batch_size_given = false;    /* -b COUNTxSIZE: SIZE wins over -s */
     size_t pool_bytes = 0;            /* 0: reuse one buffer; else rotate */
     bool use_wait = false;            /* p2p_comm_wait instead of poll loop */
     bool check = false;               /* fill and verify payloads */
@@ -50,7 +51,7 @@ int options_parse(int argc, char **argv, Options *opts);
  *  separated by commas. Returns false on a malformed list. */
 bool parse_size_list(const std::string &text, std::vector<size_t> *out);
 
-/** Parse "512K", "4M", "1G", "100" (binary multipliers). */
+/** Parse "512K", "4M", "1G", "1T", "100" (binary multipliers; at most 1T). */
 bool parse_size(const std::string &text, size_t *out);
 
 void options_usage(const char *prog);
