@@ -1,7 +1,10 @@
 """Summary, ratio table, CSV and PNG plot for run_baseline.py.
 
-Input rows: {transport, impl, test, size, value, unit}, one per repetition.
-Everything is reported as the median of the repetitions.
+Input rows: {transport, impl, test, size, value, unit, status}, one per
+repetition; a failed run has value None and status saying why (anything
+but "ok"). Values are the median of the repetitions that succeeded; a tool
+whose every repetition failed shows FAIL, and a target whose ucxp2p column
+had a failed repetition is FAIL rather than judged on the rest.
 """
 import csv
 import os
@@ -24,8 +27,13 @@ def human(size):
     return str(size)
 
 
+def ok(row):
+    return row.get("status", "ok") == "ok" and row["value"] is not None
+
+
 def medians(rows):
-    """{(transport, test, size): {impl: (median, unit, n)}}"""
+    """{(transport, test, size): {impl: (median, unit, n_ok, n_runs)}};
+    median None when no repetition succeeded."""
     groups = {}
     for r in rows:
         key = (r["transport"], r["test"], r["size"])
@@ -34,31 +42,59 @@ def medians(rows):
     for key, by_impl in groups.items():
         out[key] = {}
         for impl, rs in by_impl.items():
-            out[key][impl] = (statistics.median(x["value"] for x in rs),
-                              rs[0]["unit"], len(rs))
+            vals = [x["value"] for x in rs if ok(x)]
+            out[key][impl] = (statistics.median(vals) if vals else None,
+                              rs[0]["unit"], len(vals), len(rs))
     return out
 
 
+def failed_runs(rows, prefix=""):
+    """{impl: (failed, runs)} for the impls starting with prefix that had
+    a failed run."""
+    runs, bad = {}, {}
+    for r in rows:
+        if r["impl"].startswith(prefix):
+            runs[r["impl"]] = runs.get(r["impl"], 0) + 1
+            bad[r["impl"]] = bad.get(r["impl"], 0) + (not ok(r))
+    return {i: (bad[i], runs[i]) for i in runs if bad[i]}
+
+
+# test -> (target text, baseline impl or None, met(value, baseline))
+TARGETS = {
+    "bw": (">=0.97x tag_bw", "ucx_perftest", lambda v, b: v / b >= 0.97),
+    "lat": ("<= tag_lat+0.2us", "ucx_perftest", lambda v, b: v <= b + 0.2),
+    "rate": (">=0.9x tag_bw rate", "ucx_perftest",
+             lambda v, b: v / b >= 0.9),
+    "batch": (">=1.2x MPI ob1", "mpi_ob1", lambda v, b: v / b >= 1.2),
+    # communicator setup: create + first message, slowest rank's median
+    "setup_first_msg": ("<=1000us", None, lambda v, b: v <= 1000),
+    "mem_per_comm": ("<=8MB", None, lambda v, b: v * 1024 <= 8e6),
+}
+
+
 def target_of(transport, test, size, med, impl="ucxp2p"):
-    """(text, met) for the issue's targets; None when none applies."""
-    p2p = med.get(impl, (None,))[0]
-    ucx = med.get("ucx_perftest", (None,))[0]
-    ob1 = med.get("mpi_ob1", (None,))[0]
-    if p2p is None:
+    """(text, verdict) for the issue's targets: verdict "yes", "NO",
+    "FAIL" (impl had a failed run, or no value) or "n/a" (no baseline
+    value to judge against); None when no target applies or impl was not
+    run at this point."""
+    if test not in TARGETS or impl not in med:
         return None
-    if test == "bw" and size >= 65536 and ucx:
-        return (">=0.97x tag_bw", p2p / ucx >= 0.97)
-    if test == "lat" and transport == "shm" and ucx:
-        return ("<= tag_lat+0.2us", p2p <= ucx + 0.2)
-    if test == "rate" and ucx:
-        return (">=0.9x tag_bw rate", p2p / ucx >= 0.9)
-    if test == "batch" and ob1:
-        return (">=1.2x MPI ob1", p2p / ob1 >= 1.2)
-    if test == "setup":
-        return ("<=1000us", p2p <= 1000)
-    if test == "mem_per_comm":
-        return ("<=8MB", p2p * 1024 <= 8e6)
-    return None
+    if (test == "bw" and size < 65536) or (test == "lat" and
+                                           transport != "shm"):
+        return None
+    text, base_impl, met = TARGETS[test]
+    value, _, n_ok, n_runs = med[impl]
+    if value is None or n_ok < n_runs:
+        return (text, "FAIL")
+    base = med.get(base_impl, (None,))[0] if base_impl else 1.0
+    if not base:
+        return (text, "n/a")
+    return (text, "yes" if met(value, base) else "NO")
+
+
+def runs_text(m, impl):
+    """"ok/runs" of impl at this point, "" when it did not run there."""
+    return "%d/%d" % (m[impl][2], m[impl][3]) if impl in m else ""
 
 
 def ratio(a, b):
@@ -76,8 +112,8 @@ def fmt(v, digits=2):
 def summary_rows(med):
     rows = []
     order = {"bw": 0, "lat": 1, "rate": 2, "rate_batched": 3,
-             "rate_serialized": 4, "batch": 5, "setup": 6, "first_msg": 7,
-             "mem_per_comm": 8}
+             "rate_serialized": 4, "batch": 5, "setup_create": 6,
+             "setup_first_msg": 7, "mem_per_comm": 8}
     for key in sorted(med, key=lambda k: (k[0], order.get(k[1], 9), k[2])):
         transport, test, size = key
         m = med[key]
@@ -105,16 +141,23 @@ def summary_rows(med):
             "ratio_mpi_ob1": r("mpi_ob1"),
             "ratio_lib_mpi_ob1": r("mpi_ob1", "ucxp2p_lib"),
             "ratio_mpi_ucx": r("mpi_ucx"),
-            "reps": max(v[2] for v in m.values()),
+            # ucxp2p's own repetitions (ok/runs), not another tool's
+            "reps": runs_text(m, "ucxp2p"),
+            "reps_lib": runs_text(m, "ucxp2p_lib"),
+            "failed_runs": " ".join("%s:%d/%d" % (i, m[i][3] - m[i][2],
+                                                  m[i][3])
+                                    for i in IMPLS if i in m and
+                                    m[i][2] < m[i][3]),
+            "failed": [i for i in IMPLS if i in m and m[i][0] is None],
             "target": t[0] if t else "",
-            "target_met": ("yes" if t[1] else "NO") if t else "",
-            "target_met_lib": ("yes" if tl[1] else "NO") if tl else "",
+            "target_met": t[1] if t else "",
+            "target_met_lib": tl[1] if tl else "",
         })
     return rows
 
 
 def size_label(row):
-    if row["test"] in ("setup", "first_msg", "mem_per_comm"):
+    if row["test"] in ("setup_create", "setup_first_msg", "mem_per_comm"):
         return "%d ranks" % row["size"]
     return human(row["size"])
 
@@ -123,20 +166,23 @@ def table_text(rows, markdown=False):
     head = ["transport", "test", "size", "unit", "ucxp2p", "ucxp2p_lib",
             "ucx_perftest", "ucx_pt_-e", "mpi_ob1", "mpi_ucx", "p2p/ucx",
             "lib/ucx", "p2p/ucx-e", "p2p/ob1", "lib/ob1", "p2p/mpi-ucx",
-            "target", "met", "met(lib)"]
+            "target", "met", "met(lib)", "reps", "failed runs"]
     lines = []
     body = []
     for r in rows:
+        def val(impl):  # every repetition failed: FAIL, not a blank
+            return "FAIL" if impl in r["failed"] else fmt(r[impl])
         body.append([r["transport"], r["test"], size_label(r), r["unit"],
-                     fmt(r["ucxp2p"]), fmt(r["ucxp2p_lib"]),
-                     fmt(r["ucx_perftest"]), fmt(r["ucx_perftest_e"]),
-                     fmt(r["mpi_ob1"]), fmt(r["mpi_ucx"]),
+                     val("ucxp2p"), val("ucxp2p_lib"),
+                     val("ucx_perftest"), val("ucx_perftest_e"),
+                     val("mpi_ob1"), val("mpi_ucx"),
                      fmt(r["ratio_ucx_perftest"]),
                      fmt(r["ratio_lib_ucx_perftest"]),
                      fmt(r["ratio_ucx_perftest_e"]),
                      fmt(r["ratio_mpi_ob1"]), fmt(r["ratio_lib_mpi_ob1"]),
                      fmt(r["ratio_mpi_ucx"]), r["target"], r["target_met"],
-                     r["target_met_lib"]])
+                     r["target_met_lib"], r["reps"] or "-",
+                     r["failed_runs"] or "-"])
     if markdown:
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
@@ -210,13 +256,13 @@ def plot(out_dir, rows, meta):
 def write_all(out_dir, raw, meta):
     with open(os.path.join(out_dir, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["transport", "impl", "test",
-                                          "size", "value", "unit"])
+                                          "size", "value", "unit", "status"])
         w.writeheader()
-        w.writerows(raw)
+        w.writerows(dict(r, status=r.get("status", "ok")) for r in raw)
     rows = summary_rows(medians(raw))
     with open(os.path.join(out_dir, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows
-                           else ["transport"])
+        fields = [k for k in rows[0] if k != "failed"] if rows else ["transport"]
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     pngs = plot(out_dir, rows, meta)
@@ -231,6 +277,10 @@ def write_all(out_dir, raw, meta):
     print("\nratios: > 1 means ucxp2p is better (latency ratios are "
           "other/ucxp2p); ucxp2p: application buffers registered with "
           "p2p_mem_register; ucxp2p_lib: buffers from p2p_mem_alloc (as "
-          "ucx_perftest's come from UCX)")
+          "ucx_perftest's come from UCX); reps: ucxp2p's runs that "
+          "succeeded / runs; FAIL: every run failed (value) or ucxp2p "
+          "failed a run (met); setup_first_msg: p2p_comm_create + first "
+          "message, setup_create: p2p_comm_create alone (slowest rank's "
+          "median)")
     for p in pngs:
         print("plot: %s" % p)
