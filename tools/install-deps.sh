@@ -15,6 +15,7 @@ pkgs=(
   slurm-wlm munge                                         # srun tests (local Slurm)
   iproute2 procps                                         # namespaces, ps/pgrep in tests
   gnuplot-nox                                             # benchmark plots
+  python3                                                 # benchmark runner (tools/bench) and its test
 )
 
 missing=()
