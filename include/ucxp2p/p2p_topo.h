@@ -3,9 +3,10 @@
  *
  * A p2p_topo_h is a snapshot of a machine: the live one, or an hwloc XML
  * file captured elsewhere (lstopo --of xml), so the rail plan of another
- * machine can be previewed. Plans follow the P2P_RAILS, P2P_HCA and
- * P2P_IB_GID_INDEX variables and never override a UCX_* variable the user
- * set, in the environment or in a UCX config file (ucx.conf). Every
+ * machine can be previewed. Plans follow the P2P_RAILS, P2P_HCA,
+ * P2P_IB_GID_INDEX and CUDA_VISIBLE_DEVICES variables and never override a
+ * UCX_* variable the user set, in the environment or in a UCX config file
+ * (ucx.conf). Every
  * function is thread-safe for distinct handles and never throws:
  * besides the errors listed with each, an allocation failure inside it is
  * P2P_ERR_NO_MEMORY and an unexpected internal error P2P_ERR_TRANSPORT
@@ -73,7 +74,12 @@ P2P_TOPO_API p2p_status_t p2p_topo_print(p2p_topo_h topo, FILE *stream);
 typedef struct {
     uint32_t num_rails;       /**< 0: no RDMA device chosen */
     int32_t  numa_node;       /**< -1: unknown */
-    int32_t  gpu;             /**< GPU index (PCI bus order), -1: none */
+    int32_t  gpu;             /**< index into the GPUs p2p_topo_print
+                                   lists (CUDA order when the topology has
+                                   CUDA devices, else PCI bus order); the
+                                   GPU of CUDA device local_rank modulo the
+                                   GPUs CUDA_VISIBLE_DEVICES leaves; -1:
+                                   none */
     int32_t  gid_index;       /**< RoCE GID index, -1: not RoCE/unknown */
     char     devices[256];    /**< UCX device list, "mlx5_0:1,mlx5_1:1";
                                    "" when none */

@@ -62,8 +62,13 @@ struct NetIf {
 struct Machine {
     std::string source;             /**< "live", an XML path, or "sysfs" */
     std::vector<int> numa_nodes;    /**< os indexes, ascending */
-    std::vector<Gpu> gpus;          /**< sorted by PCI bus id (CUDA
-                                         PCI_BUS_ID order) */
+    /** The topology's CUDA devices (cudaN) in CUDA order when it has
+     *  any (gpus_cuda), else every PCI GPU sorted by bus id (CUDA
+     *  PCI_BUS_ID order). */
+    std::vector<Gpu> gpus;
+    /** gpus are CUDA devices: the CUDA_VISIBLE_DEVICES of the process that
+     *  discovered them is already applied. */
+    bool gpus_cuda = false;
     std::vector<Nic> nics;          /**< sorted by PCI bus id, then name */
     std::vector<NetIf> netifs;
 };

@@ -55,13 +55,14 @@ std::vector<size_t> nearest(const PciDevice &dev, const std::vector<Nic> &cands,
 } // namespace
 
 AutoResult plan_with_gpu(const Machine &m, const std::vector<Nic> &cands,
-                         size_t gpu, uint32_t local_rank) {
+                         size_t gpu, const std::vector<size_t> &gpus,
+                         uint32_t local_rank) {
     AutoResult r;
     const Gpu &g = m.gpus[gpu];
     size_t aff = 0;
     std::vector<size_t> near = nearest(g.pci, cands, &aff);
     std::vector<size_t> peers;   // GPUs with the same nearest set
-    for (size_t k = 0; k < m.gpus.size(); ++k) {
+    for (size_t k : gpus) {
         size_t a;
         if (nearest(m.gpus[k].pci, cands, &a) == near) {
             peers.push_back(k);

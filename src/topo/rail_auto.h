@@ -19,10 +19,12 @@ struct AutoResult {
     std::string reason;          // why, for the plan's reason line
 };
 
-/** The GPU's nearest NICs by PCIe ancestry, split among the GPUs that
- *  share them; gpu indexes m.gpus. cands must not be empty. */
+/** The GPU's nearest NICs by PCIe ancestry, split among the GPUs of
+ *  `gpus` (the local ranks' GPUs: those CUDA sees) that share them; gpu
+ *  and gpus index m.gpus, and gpus holds gpu. cands must not be empty. */
 AutoResult plan_with_gpu(const Machine &m, const std::vector<Nic> &cands,
-                         size_t gpu, uint32_t local_rank);
+                         size_t gpu, const std::vector<size_t> &gpus,
+                         uint32_t local_rank);
 
 /** No GPU: the NICs on the rank's NUMA node (all of them when that node
  *  has none), split among the local ranks placed there. cands must not be

@@ -53,6 +53,9 @@ std::string rail_plan_describe(const RailPlan &p) {
     os << "local rank " << p.local_rank << ":";
     if (p.gpu >= 0) {
         os << " gpu " << p.gpu << " (" << p.gpu_name << ")";
+        if (p.cuda_device >= 0 && p.cuda_device != p.gpu) {
+            os << " = cuda device " << p.cuda_device;
+        }
     }
     os << " numa " << p.numa << "\n  rails:";
     if (p.nics.empty()) {

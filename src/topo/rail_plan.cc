@@ -5,6 +5,7 @@
 #include "core/ucx_tls.h"
 #include "core/ucx_user.h"
 #include "topo/dir_names.h"
+#include "topo/gpu_visible.h"
 #include "topo/rail_auto.h"
 
 #include <algorithm>
@@ -245,6 +246,9 @@ PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) 
     in.gid_index = config_get("P2P_IB_GID_INDEX");
     const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME");
     in.smddp_devices = smddp != nullptr ? smddp : "";
+    if (const char *cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
+        in.cuda_visible_devices = cvd;
+    }
     for (const auto &kv : ucx_user_settings()) {
         in.user_ucx.emplace_back(kv.first, kv.second.value);
         if (!kv.second.file.empty()) {
@@ -302,9 +306,21 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             from_sysfs = true;
         }
     }
-    if (!m.gpus.empty()) {
-        plan.gpu = in.gpu >= 0 ? in.gpu
-                               : static_cast<int>(in.local_rank % m.gpus.size());
+    VisibleGpus visible;
+    if (in.gpu >= 0) {
+        for (size_t i = 0; i < m.gpus.size(); ++i) {
+            visible.order.push_back(i);
+        }
+    } else {
+        visible = visible_gpus(m, in.cuda_visible_devices);
+    }
+    if (!visible.note.empty()) {
+        plan.notes.push_back(visible.note);
+    }
+    if (!visible.order.empty()) {
+        plan.cuda_device = in.gpu >= 0 ? -1
+                                       : static_cast<int>(in.local_rank % visible.order.size());
+        plan.gpu = in.gpu >= 0 ? in.gpu : static_cast<int>(visible.order[plan.cuda_device]);
         plan.gpu_name = m.gpus[plan.gpu].name;
         plan.numa = m.gpus[plan.gpu].pci.numa;
     } else if (in.binding_numa >= 0) {
@@ -406,7 +422,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                                       : "no rdma devices match P2P_HCA=" + in.hca;
         } else {
             AutoResult r = plan.gpu >= 0
-                               ? plan_with_gpu(m, cands, plan.gpu, in.local_rank)
+                               ? plan_with_gpu(m, cands, plan.gpu, visible.order, in.local_rank)
                                : plan_without_gpu(m, cands, in, plan.numa);
             std::vector<size_t> pick = r.share;
             if (rails_count) {

@@ -13,6 +13,7 @@
 #include <ucxp2p/p2p.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -34,9 +35,12 @@ struct PlanInput {
     std::string hca;                /**< P2P_HCA: NCCL_IB_HCA-style filter */
     std::string smddp_devices;      /**< SMDATAPARALLEL_DEVICE_NAME */
     std::string gid_index = "auto"; /**< P2P_IB_GID_INDEX: auto | N */
-    /** Index into Machine::gpus of this rank's GPU; -1: local_rank modulo
-     *  the number of GPUs (one rank per GPU, PCI bus order). */
+    /** Index into Machine::gpus of this rank's GPU; -1: the GPU of CUDA
+     *  device local_rank modulo the number CUDA sees (one rank per GPU,
+     *  as herringLocalDevice), see cuda_visible_devices. */
     int gpu = -1;
+    /** CUDA_VISIBLE_DEVICES; nullopt when unset (topo/gpu_visible.h). */
+    std::optional<std::string> cuda_visible_devices;
     /** NUMA node of the rank's CPU binding; -1: unknown (no GPU case then
      *  spreads ranks over NUMA nodes in blocks). */
     int binding_numa = -1;
@@ -52,8 +56,8 @@ struct PlanInput {
      *  /sys/class/net. */
     std::vector<std::string> netdevs;
 
-    /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME
-     *  and every UCX_* setting of the environment and UCX's config files;
+    /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME,
+     *  CUDA_VISIBLE_DEVICES and every UCX_* setting of the environment and UCX's config files;
      *  sysfs_root is the default one. */
     static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);
 
@@ -75,6 +79,7 @@ struct PlannedNic {
 struct RailPlan {
     uint32_t local_rank = 0;
     int gpu = -1;                   /**< index in Machine::gpus, -1 none */
+    int cuda_device = -1;           /**< CUDA device number of gpu, -1 none */
     std::string gpu_name;
     int numa = -1;                  /**< NUMA node the rank should run on */
     std::vector<PlannedNic> nics;   /**< rails, in the order UCX gets them */

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -89,6 +90,16 @@ hwloc_obj_t pci_parent(hwloc_obj_t osdev) {
     return (p != nullptr && p->type == HWLOC_OBJ_PCI_DEVICE) ? p : nullptr;
 }
 
+/** N of a CUDA OS device "cudaN"; names without one sort last. */
+unsigned long cuda_ordinal(const std::string &name) {
+    const char *digits = name.c_str() + std::min<size_t>(4, name.size());
+    char *end = nullptr;
+    unsigned long n = std::strtoul(digits, &end, 10);
+    return name.compare(0, 4, "cuda") == 0 && end != digits && *end == '\0'
+               ? n
+               : static_cast<unsigned long>(-1);
+}
+
 Machine extract(hwloc_topology_t topo, const std::string &source) {
     Machine m;
     m.source = source;
@@ -111,6 +122,7 @@ Machine extract(hwloc_topology_t topo, const std::string &source) {
     std::sort(m.gpus.begin(), m.gpus.end(),
               [](const Gpu &a, const Gpu &b) { return a.pci.busid < b.pci.busid; });
 
+    std::vector<Gpu> cuda;
     for (hwloc_obj_t o = hwloc_get_next_osdev(topo, nullptr); o != nullptr;
          o = hwloc_get_next_osdev(topo, o)) {
         const char *name = o->name != nullptr ? o->name : "";
@@ -140,26 +152,25 @@ Machine extract(hwloc_topology_t topo, const std::string &source) {
             m.netifs.push_back(std::move(ni));
             break;
         }
-        case HWLOC_OBJ_OSDEV_COPROC: {
+        case HWLOC_OBJ_OSDEV_COPROC:
             // CUDA devices name the GPU ("cuda0"); other co-processors
             // (OpenCL) are not GPUs of their own.
-            if (o->subtype == nullptr || std::strcmp(o->subtype, "CUDA") != 0) {
-                break;
-            }
-            PciDevice d = pci_of(topo, pci != nullptr ? pci : o->parent);
-            auto it = std::find_if(m.gpus.begin(), m.gpus.end(), [&](const Gpu &g) {
-                return !d.busid.empty() && g.pci.busid == d.busid;
-            });
-            if (it != m.gpus.end()) {
-                it->name = name;
-            } else {
-                m.gpus.push_back(Gpu{name, d});
+            if (o->subtype != nullptr && std::strcmp(o->subtype, "CUDA") == 0) {
+                cuda.push_back(Gpu{name, pci_of(topo, pci != nullptr ? pci : o->parent)});
             }
             break;
-        }
         default:
             break;
         }
+    }
+    if (!cuda.empty()) {
+        // What CUDA sees, in its device order; a PCI GPU it does not see
+        // (CUDA_VISIBLE_DEVICES, cgroups) is no rank's GPU.
+        std::stable_sort(cuda.begin(), cuda.end(), [](const Gpu &a, const Gpu &b) {
+            return cuda_ordinal(a.name) < cuda_ordinal(b.name);
+        });
+        m.gpus = std::move(cuda);
+        m.gpus_cuda = true;
     }
     for (Nic &n : m.nics) {
         for (const NetIf &ni : m.netifs) {
