@@ -80,7 +80,9 @@ typedef struct {
                                    GPU of CUDA device local_rank modulo the
                                    GPUs CUDA_VISIBLE_DEVICES leaves; -1:
                                    none */
-    int32_t  gid_index;       /**< RoCE GID index, -1: not RoCE/unknown */
+    int32_t  gid_index;       /**< RoCE GID index, -1: not RoCE/unknown,
+                                   or the RoCE rails differ (UCX picks
+                                   per device) */
     char     devices[256];    /**< UCX device list, "mlx5_0:1,mlx5_1:1";
                                    "" when none */
 } p2p_rail_plan_info_t;

@@ -109,10 +109,43 @@ void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
     plan->ucx_settings.emplace_back(name, value);
 }
 
+struct RoceRail {
+    std::string name;   // mlx5_0:1
+    GidChoice gid;
+    bool found;         // gid holds a usable index
+};
+
+/** The plan's GID index: UCX_IB_GID_INDEX is one for every device, so
+ *  only an index all RoCE rails agree on. Otherwise none: UCX then picks
+ *  each device's GID itself, in the order detection uses. */
+void choose_gid(const std::vector<RoceRail> &roce, RailPlan *plan) {
+    bool agree = !roce.empty();
+    std::string each;
+    for (const RoceRail &r : roce) {
+        agree = agree && r.found && r.gid.index == roce.front().gid.index;
+        each += (each.empty() ? "" : ", ") + r.name + ": " +
+                (r.found ? std::to_string(r.gid.index) : std::string("none"));
+        if (!r.found) {
+            plan->notes.push_back("roce " + r.name +
+                                  ": no usable gid found; UCX keeps its default");
+        }
+    }
+    if (agree) {
+        plan->gid = roce.front().gid;
+        plan->gid.reason = roce.front().name + ": " + roce.front().gid.reason;
+    } else if (roce.size() > 1 &&
+               std::any_of(roce.begin(), roce.end(),
+                           [](const RoceRail &r) { return r.found; })) {
+        plan->notes.push_back("roce rails differ in gid index (" + each +
+                              "); UCX_IB_GID_INDEX left unset: UCX picks each "
+                              "device's gid itself");
+    }
+}
+
 /** Ports and RoCE GID from sysfs for the planned NICs. */
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
-    std::vector<std::string> no_gid;  // RoCE rails without a usable GID
+    std::vector<RoceRail> roce;
     for (PlannedNic &p : plan->nics) {
         if (p.tcp) {
             continue;
@@ -141,34 +174,20 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
         if (roce_link_layer(in.sysfs_root, p.nic.name, p.port) != "Ethernet") {
             continue;
         }
-        GidChoice c;
+        if (std::any_of(roce.begin(), roce.end(),
+                        [&](const RoceRail &q) { return q.name == p.ucx_name(); })) {
+            continue;  // named twice: drop_repeated makes it one rail
+        }
+        RoceRail r{p.ucx_name(), GidChoice{}, true};
         if (!gid_auto) {
-            c.index = static_cast<int>(gid_override);
-            c.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
-        } else if (roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &c) != P2P_OK) {
-            no_gid.push_back(p.ucx_name());
-            continue;
+            r.gid.index = static_cast<int>(gid_override);
+            r.gid.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
+        } else {
+            r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid) == P2P_OK;
         }
-        if (plan->gid.index < 0) {
-            plan->gid = c;
-            plan->gid.reason = p.ucx_name() + ": " + c.reason;
-        } else if (c.index != plan->gid.index) {
-            plan->notes.push_back("roce " + p.ucx_name() + " would use gid " +
-                                  std::to_string(c.index) +
-                                  " but UCX_IB_GID_INDEX is global; using " +
-                                  std::to_string(plan->gid.index));
-        }
+        roce.push_back(std::move(r));
     }
-    // The index is one for every device: one chosen for another rail
-    // applies to these too.
-    for (const std::string &name : no_gid) {
-        plan->notes.push_back(
-            "roce " + name + ": no usable gid found; " +
-            (plan->gid.index < 0 ? std::string("UCX keeps its default")
-                                 : "UCX_IB_GID_INDEX=" + std::to_string(plan->gid.index) +
-                                       " (global, from " + plan->gid.reason +
-                                       ") applies to it too"));
-    }
+    choose_gid(roce, plan);
 }
 
 /** A device (and port) named twice -- "mlx5_0,mlx5_0:1", or two entries

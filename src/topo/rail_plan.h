@@ -84,7 +84,8 @@ struct RailPlan {
     int numa = -1;                  /**< NUMA node the rank should run on */
     std::vector<PlannedNic> nics;   /**< rails, in the order UCX gets them */
     std::string reason;             /**< why, one line */
-    GidChoice gid;                  /**< index -1 when not RoCE / not found */
+    GidChoice gid;                  /**< index -1 when not RoCE, not found
+                                         or not the same on every RoCE rail */
     std::vector<std::pair<std::string, std::string>> ucx_settings;
     std::vector<std::string> notes; /**< user settings kept, warnings */
 };

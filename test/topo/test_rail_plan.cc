@@ -13,6 +13,7 @@
 using namespace ucxp2p::topo;
 using topo_test::add_gid;
 using topo_test::add_port;
+using topo_test::add_roce_port;
 using topo_test::fixture;
 using topo_test::shared_xml;
 using topo_test::TempDir;
@@ -415,13 +416,6 @@ TEST(RailPlan, RoceGidAndPortComeFromSysfs) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
 }
 
-/** One RoCE port (ACTIVE unless state says otherwise) with one GID. */
-void add_roce_port(const TempDir &d, const char *dev, unsigned port, unsigned gid_index,
-                   const char *gid, const char *state = "4: ACTIVE") {
-    add_port(d, dev, port, "Ethernet", state);
-    add_gid(d, dev, port, gid_index, gid, "RoCE v2", "eth" + std::to_string(port));
-}
-
 /** The first note that starts with prefix, else "". */
 std::string note_starting(const RailPlan &p, const std::string &prefix) {
     for (const std::string &n : p.notes) {
@@ -431,8 +425,9 @@ std::string note_starting(const RailPlan &p, const std::string &prefix) {
 }
 
 // UCX_IB_GID_INDEX is one for all devices: a RoCE rail with no usable GID
-// of its own gets the index chosen for another, and the note says so.
-TEST(RailPlan, RoceRailWithoutGidIsToldTheGlobalIndex) {
+// of its own must not be forced onto the index found for another, so none
+// is set and UCX picks each device's GID itself; the notes say so.
+TEST(RailPlan, RoceRailWithoutGidLeavesTheIndexToUcx) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     TempDir d;
     add_roce_port(d, "mlx5_0", 1, 0, "fe80:0000:0000:0000:0000:0000:0000:0001");
@@ -441,14 +436,18 @@ TEST(RailPlan, RoceRailWithoutGidIsToldTheGlobalIndex) {
     in.sysfs_root = d.path();
     in.rails = "mlx5_0,mlx5_1";
     RailPlan p = plan_ok(m, in);
-    EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ(-1, p.gid.index);
     const std::string prefix = "roce mlx5_0:1: no usable gid found; ";
-    EXPECT_EQ(0u, note_starting(p, prefix).find(prefix + "UCX_IB_GID_INDEX=3 (global, from "
-                                                "mlx5_1:1")) << note_starting(p, prefix);
+    EXPECT_EQ(prefix + "UCX keeps its default", note_starting(p, prefix));
+    EXPECT_EQ("roce rails differ in gid index (mlx5_0:1: none, mlx5_1:1: 3); "
+              "UCX_IB_GID_INDEX left unset: UCX picks each device's gid itself",
+              note_starting(p, "roce rails differ"));
     in.rails = "mlx5_0";  // alone: no index is set
     p = plan_ok(m, in);
     EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
     EXPECT_EQ(prefix + "UCX keeps its default", note_starting(p, prefix));
+    EXPECT_EQ("", note_starting(p, "roce rails differ"));
 }
 
 // A port the user names stays, down or not (UCX is given it, so the GID is

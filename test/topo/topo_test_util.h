@@ -64,6 +64,15 @@ inline void add_port(const TempDir &d, const std::string &dev, int port,
     d.write(base + "state", state);
 }
 
+/** One RoCE port (ACTIVE unless state says otherwise) with one RoCE v2
+ *  GID. */
+inline void add_roce_port(const TempDir &d, const char *dev, unsigned port,
+                          unsigned gid_index, const char *gid,
+                          const char *state = "4: ACTIVE") {
+    add_port(d, dev, port, "Ethernet", state);
+    add_gid(d, dev, port, gid_index, gid, "RoCE v2", "eth" + std::to_string(port));
+}
+
 constexpr const char *kZeroGid = "0000:0000:0000:0000:0000:0000:0000:0000";
 
 } // namespace topo_test

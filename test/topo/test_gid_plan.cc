@@ -1,0 +1,115 @@
+/* The RoCE GID index a rail plan hands UCX: UCX_IB_GID_INDEX is one value
+ * for every device, so it is set only when it is right for all RoCE rails
+ * and the user chose GIDs no other UCX way. */
+#include "ucxp2p_config.h"
+
+#include "topo/rail_plan.h"
+
+#include "../shell.h"
+#include "topo_test_util.h"
+
+using namespace ucxp2p::topo;
+using topo_test::add_roce_port;
+using topo_test::fixture;
+using topo_test::TempDir;
+
+namespace {
+
+const char *kV4a = "0000:0000:0000:0000:0000:ffff:0a00:0001";  // 10.0.0.1
+const char *kV4b = "0000:0000:0000:0000:0000:ffff:0a00:0002";  // 10.0.0.2
+
+/** mlx5_0 and mlx5_1 (no locality), planned by name. */
+PlanInput two_rails(const TempDir &d) {
+    PlanInput in;
+    in.rails = "mlx5_0,mlx5_1";
+    in.sysfs_root = d.path();
+    return in;
+}
+
+Machine two_nics() {
+    Machine m;
+    m.numa_nodes = {0};
+    for (const char *name : {"mlx5_0", "mlx5_1"}) {
+        Nic n;
+        n.name = name;
+        n.kind = NicKind::MLX;
+        m.nics.push_back(n);
+    }
+    return m;
+}
+
+std::string setting(const RailPlan &p, const std::string &name) {
+    for (const auto &kv : p.ucx_settings) {
+        if (kv.first == name) return kv.second;
+    }
+    return "<unset>";
+}
+
+std::string note_with(const RailPlan &p, const std::string &part) {
+    for (const std::string &n : p.notes) {
+        if (n.find(part) != std::string::npos) return n;
+    }
+    return "";
+}
+
+RailPlan plan_ok(const Machine &m, const PlanInput &in) {
+    RailPlan p;
+    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
+    return p;
+}
+
+} // namespace
+
+// mlx5_0's RoCE v2 IPv4 GID is index 3, mlx5_1's is 5: a global index of 3
+// would give mlx5_1 the wrong GID. UCX's own auto picks per device.
+TEST(GidPlan, RailsThatDifferLeaveTheIndexToUcx) {
+    TempDir d;
+    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
+    add_roce_port(d, "mlx5_1", 1, 5, kV4b);
+    RailPlan p = plan_ok(two_nics(), two_rails(d));
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ(-1, p.gid.index);
+    EXPECT_EQ("roce rails differ in gid index (mlx5_0:1: 3, mlx5_1:1: 5); "
+              "UCX_IB_GID_INDEX left unset: UCX picks each device's gid itself",
+              note_with(p, "differ"));
+    EXPECT_EQ("", note_with(p, "is global"));
+    EXPECT_EQ(std::string::npos, rail_plan_describe(p).find("gid index:"));
+
+    // A number given by the user is still applied to every rail.
+    PlanInput in = two_rails(d);
+    in.gid_index = "4";
+    p = plan_ok(two_nics(), in);
+    EXPECT_EQ("4", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("", note_with(p, "differ"));
+}
+
+TEST(GidPlan, RailsThatAgreeGetTheIndex) {
+    TempDir d;
+    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
+    add_roce_port(d, "mlx5_1", 1, 3, kV4b);
+    RailPlan p = plan_ok(two_nics(), two_rails(d));
+    EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ(3, p.gid.index);
+    EXPECT_EQ(0u, p.gid.reason.find("mlx5_0:1: ")) << p.gid.reason;
+    EXPECT_EQ("", note_with(p, "differ"));
+}
+
+#ifdef HAVE_HWLOC
+// The reviewer's preview: p2p_info with a fake sysfs.
+TEST(GidPlan, P2pInfoShowsNoGlobalIndexForRailsThatDiffer) {
+    TempDir d;
+    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
+    add_roce_port(d, "mlx5_1", 1, 5, kV4b);
+    p2ptest::ShellResult sh = p2ptest::run_shell(
+        "env -u UCX_IB_GID_INDEX P2P_RAILS=mlx5_0,mlx5_1 timeout 60 " +
+        topo_test::builddir() + "/tools/info/p2p_info --topology " +
+        fixture("nogpu_mlx4.xml") + " --sysfs " + d.path() +
+        " --local-size 1 --no-ucx --no-config 2>&1");
+    EXPECT_NE(std::string::npos, sh.out.find("set UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1"))
+        << sh.out;
+    EXPECT_EQ(std::string::npos, sh.out.find("UCX_IB_GID_INDEX=")) << sh.out;
+    EXPECT_NE(std::string::npos, sh.out.find("note: roce rails differ in gid index "
+                                             "(mlx5_0:1: 3, mlx5_1:1: 5)"))
+        << sh.out;
+}
+#endif
