@@ -142,6 +142,31 @@ void choose_gid(const std::vector<RoceRail> &roce, RailPlan *plan) {
     }
 }
 
+/** UCX_IB_GID_INDEX from the plan's index, unless the user chose GIDs
+ *  another UCX way: a per-transport GID_INDEX (UCX_RC_MLX5_GID_INDEX), or
+ *  a RoCE subnet, which UCX >= 1.18 refuses together with a GID index. */
+void set_gid_index(const PlanInput &in, RailPlan *plan) {
+    const std::string index = std::to_string(plan->gid.index);
+    if (in.user_ucx_value("UCX_IB_GID_INDEX") == nullptr) {
+        for (const auto &kv : in.user_ucx) {
+            const std::string &n = kv.first;
+            const std::string suffix = "GID_INDEX";
+            bool gid_index = n.size() >= suffix.size() &&
+                             n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+            bool subnet = n.find("ROCE_SUBNET") != std::string::npos;
+            if (gid_index || subnet) {
+                plan->notes.push_back(
+                    "UCX_IB_GID_INDEX=" + index + " not set: " + n + "=" + kv.second + " " +
+                    in.user_ucx_origin(n) + " chooses the gids" +
+                    (subnet ? " (UCX >= 1.18 refuses UCX_IB_GID_INDEX with a roce subnet)"
+                            : ""));
+                return;
+            }
+        }
+    }
+    set_ucx(in, plan, "UCX_IB_GID_INDEX", index);
+}
+
 /** Ports and RoCE GID from sysfs for the planned NICs. */
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
@@ -498,7 +523,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 "traffic only, set UCX_TLS=tcp,self");
         }
         if (plan.gid.index >= 0) {
-            set_ucx(in, &plan, "UCX_IB_GID_INDEX", std::to_string(plan.gid.index));
+            set_gid_index(in, &plan);
         }
     } else {
         network_lanes(in, tls, &plan);

@@ -94,6 +94,36 @@ TEST(GidPlan, RailsThatAgreeGetTheIndex) {
     EXPECT_EQ("", note_with(p, "differ"));
 }
 
+// A user who chose GIDs another UCX way keeps that choice alone: a
+// per-transport GID_INDEX would be overridden for other transports, and
+// UCX >= 1.18 refuses a GID index together with a RoCE subnet.
+TEST(GidPlan, OtherUserGidChoicesSuppressTheIndex) {
+    TempDir d;
+    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
+    add_roce_port(d, "mlx5_1", 1, 3, kV4b);
+    PlanInput in = two_rails(d);
+    in.user_ucx = {{"UCX_RC_MLX5_GID_INDEX", "1"}};
+    RailPlan p = plan_ok(two_nics(), in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("UCX_IB_GID_INDEX=3 not set: UCX_RC_MLX5_GID_INDEX=1 set by the user "
+              "chooses the gids", note_with(p, "not set"));
+
+    in.user_ucx = {{"UCX_TLS", "rc,self"}, {"UCX_IB_ROCE_SUBNET_LIST", "10.0.0.0/8"}};
+    in.user_ucx_files = {{"UCX_IB_ROCE_SUBNET_LIST", "/etc/ucx/ucx.conf"}};
+    in.gid_index = "4";  // a number from the user too
+    p = plan_ok(two_nics(), in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("UCX_IB_GID_INDEX=4 not set: UCX_IB_ROCE_SUBNET_LIST=10.0.0.0/8 set in "
+              "/etc/ucx/ucx.conf chooses the gids (UCX >= 1.18 refuses "
+              "UCX_IB_GID_INDEX with a roce subnet)", note_with(p, "not set"));
+
+    in.user_ucx = {{"UCX_TLS", "rc,self"}, {"UCX_IB_TX_QUEUE_LEN", "256"}};
+    in.user_ucx_files.clear();
+    p = plan_ok(two_nics(), in);
+    EXPECT_EQ("4", setting(p, "UCX_IB_GID_INDEX")) << "unrelated settings do not count";
+    EXPECT_EQ("", note_with(p, "not set"));
+}
+
 #ifdef HAVE_HWLOC
 // The reviewer's preview: p2p_info with a fake sysfs.
 TEST(GidPlan, P2pInfoShowsNoGlobalIndexForRailsThatDiffer) {
