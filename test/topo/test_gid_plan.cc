@@ -6,17 +6,28 @@
 #include "topo/rail_plan.h"
 
 #include "../shell.h"
+#include "plan_test_util.h"
 #include "topo_test_util.h"
 
 using namespace ucxp2p::topo;
 using topo_test::add_roce_port;
 using topo_test::fixture;
+using topo_test::note_with;
+using topo_test::plan_ok;
+using topo_test::setting;
 using topo_test::TempDir;
 
 namespace {
 
 const char *kV4a = "0000:0000:0000:0000:0000:ffff:0a00:0001";  // 10.0.0.1
 const char *kV4b = "0000:0000:0000:0000:0000:ffff:0a00:0002";  // 10.0.0.2
+
+/** RoCE port 1 of mlx5_0 and of mlx5_1, each with one RoCE v2 IPv4 GID
+ *  at the index given. */
+void roce_pair(const TempDir &d, unsigned index0, unsigned index1) {
+    add_roce_port(d, "mlx5_0", 1, index0, kV4a);
+    add_roce_port(d, "mlx5_1", 1, index1, kV4b);
+}
 
 /** mlx5_0 and mlx5_1 (no locality), planned by name. */
 PlanInput two_rails(const TempDir &d) {
@@ -38,34 +49,13 @@ Machine two_nics() {
     return m;
 }
 
-std::string setting(const RailPlan &p, const std::string &name) {
-    for (const auto &kv : p.ucx_settings) {
-        if (kv.first == name) return kv.second;
-    }
-    return "<unset>";
-}
-
-std::string note_with(const RailPlan &p, const std::string &part) {
-    for (const std::string &n : p.notes) {
-        if (n.find(part) != std::string::npos) return n;
-    }
-    return "";
-}
-
-RailPlan plan_ok(const Machine &m, const PlanInput &in) {
-    RailPlan p;
-    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
-    return p;
-}
-
 } // namespace
 
 // mlx5_0's RoCE v2 IPv4 GID is index 3, mlx5_1's is 5: a global index of 3
 // would give mlx5_1 the wrong GID. UCX's own auto picks per device.
 TEST(GidPlan, RailsThatDifferLeaveTheIndexToUcx) {
     TempDir d;
-    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
-    add_roce_port(d, "mlx5_1", 1, 5, kV4b);
+    roce_pair(d, 3, 5);
     RailPlan p = plan_ok(two_nics(), two_rails(d));
     EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
     EXPECT_EQ(-1, p.gid.index);
@@ -85,8 +75,7 @@ TEST(GidPlan, RailsThatDifferLeaveTheIndexToUcx) {
 
 TEST(GidPlan, RailsThatAgreeGetTheIndex) {
     TempDir d;
-    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
-    add_roce_port(d, "mlx5_1", 1, 3, kV4b);
+    roce_pair(d, 3, 3);
     RailPlan p = plan_ok(two_nics(), two_rails(d));
     EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
     EXPECT_EQ(3, p.gid.index);
@@ -99,8 +88,7 @@ TEST(GidPlan, RailsThatAgreeGetTheIndex) {
 // UCX >= 1.18 refuses a GID index together with a RoCE subnet.
 TEST(GidPlan, OtherUserGidChoicesSuppressTheIndex) {
     TempDir d;
-    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
-    add_roce_port(d, "mlx5_1", 1, 3, kV4b);
+    roce_pair(d, 3, 3);
     PlanInput in = two_rails(d);
     in.user_ucx = {{"UCX_RC_MLX5_GID_INDEX", "1"}};
     RailPlan p = plan_ok(two_nics(), in);
@@ -128,8 +116,7 @@ TEST(GidPlan, OtherUserGidChoicesSuppressTheIndex) {
 // The reviewer's preview: p2p_info with a fake sysfs.
 TEST(GidPlan, P2pInfoShowsNoGlobalIndexForRailsThatDiffer) {
     TempDir d;
-    add_roce_port(d, "mlx5_0", 1, 3, kV4a);
-    add_roce_port(d, "mlx5_1", 1, 5, kV4b);
+    roce_pair(d, 3, 5);
     p2ptest::ShellResult sh = p2ptest::run_shell(
         "env -u UCX_IB_GID_INDEX P2P_RAILS=mlx5_0,mlx5_1 timeout 60 " +
         topo_test::builddir() + "/tools/info/p2p_info --topology " +

@@ -8,10 +8,14 @@
 #include "topo/topology.h"
 
 #include "../shell.h"
+#include "plan_test_util.h"
 #include "topo_test_util.h"
 
 using namespace ucxp2p::topo;
 using topo_test::fixture;
+using topo_test::names;
+using topo_test::note_with;
+using topo_test::plan_ok;
 using topo_test::shared_xml;
 
 namespace {
@@ -41,20 +45,6 @@ PciDevice at(std::vector<uint64_t> ancestry, int numa) {
     return d;
 }
 
-std::vector<std::string> names(const RailPlan &p) {
-    std::vector<std::string> out;
-    for (const PlannedNic &n : p.nics) {
-        out.push_back(n.ucx_name());
-    }
-    return out;
-}
-
-RailPlan plan_ok(const Machine &m, const PlanInput &in) {
-    RailPlan p;
-    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
-    return p;
-}
-
 PlanInput input(uint32_t rank, uint32_t size, const char *cvd) {
     PlanInput in;
     in.local_rank = rank;
@@ -63,13 +53,6 @@ PlanInput input(uint32_t rank, uint32_t size, const char *cvd) {
         in.cuda_visible_devices = cvd;
     }
     return in;
-}
-
-bool has_note(const RailPlan &p, const std::string &part) {
-    for (const std::string &n : p.notes) {
-        if (n.find(part) != std::string::npos) return true;
-    }
-    return false;
 }
 
 } // namespace
@@ -159,7 +142,7 @@ TEST(GpuVisible, TopologyCudaDevicesAreTheGpusInCudaOrder) {
         EXPECT_EQ(0, p0.gpu);
         EXPECT_EQ(1, p0.numa);
         EXPECT_EQ((std::vector<std::string>{"mlx5_2:1"}), names(p0));
-        EXPECT_TRUE(has_note(p0, "gpus: the topology's 2 cuda device(s), in cuda order"));
+        EXPECT_NE("", note_with(p0, "gpus: the topology's 2 cuda device(s), in cuda order"));
         // The GPU without a CUDA device is no rank's: cuda1 has both NICs
         // of its switch to itself.
         RailPlan p1 = plan_ok(m, input(1, 2, cvd));
@@ -184,7 +167,7 @@ TEST(GpuVisible, P4dJobWithTheUpperFourGpus) {
         EXPECT_EQ(static_cast<int>(r), p.cuda_device);
         EXPECT_EQ(1, p.numa);
         EXPECT_EQ((std::vector<std::string>{efa[r]}), names(p));
-        EXPECT_TRUE(has_note(p, "gpus: 4 of 8 visible through CUDA_VISIBLE_DEVICES=4,5,6,7"));
+        EXPECT_NE("", note_with(p, "gpus: 4 of 8 visible through CUDA_VISIBLE_DEVICES=4,5,6,7"));
     }
     RailPlan p = plan_ok(t->machine(), input(0, 4, ""));
     EXPECT_EQ(-1, p.gpu);

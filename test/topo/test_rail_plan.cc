@@ -5,6 +5,7 @@
 #include "topo/rail_plan.h"
 #include "topo/topology.h"
 
+#include "plan_test_util.h"
 #include "topo_test_util.h"
 
 #include <algorithm>
@@ -15,6 +16,10 @@ using topo_test::add_gid;
 using topo_test::add_port;
 using topo_test::add_roce_port;
 using topo_test::fixture;
+using topo_test::input;
+using topo_test::names;
+using topo_test::plan_ok;
+using topo_test::setting;
 using topo_test::shared_xml;
 using topo_test::TempDir;
 
@@ -24,36 +29,6 @@ Machine load(const std::string &path) {
     std::unique_ptr<Topology> t;
     EXPECT_EQ(P2P_OK, Topology::load(path, &t)) << path;
     return t ? t->machine() : Machine{};
-}
-
-PlanInput input(uint32_t rank, uint32_t size) {
-    PlanInput in;
-    in.local_rank = rank;
-    in.local_size = size;
-    return in;
-}
-
-std::vector<std::string> names(const RailPlan &p) {
-    std::vector<std::string> out;
-    for (const PlannedNic &n : p.nics) {
-        out.push_back(n.ucx_name());
-    }
-    return out;
-}
-
-std::string setting(const RailPlan &p, const std::string &name) {
-    for (const auto &kv : p.ucx_settings) {
-        if (kv.first == name) {
-            return kv.second;
-        }
-    }
-    return "<unset>";
-}
-
-RailPlan plan_ok(const Machine &m, const PlanInput &in) {
-    RailPlan p;
-    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
-    return p;
 }
 
 } // namespace
