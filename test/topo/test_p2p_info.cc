@@ -17,9 +17,11 @@ struct Result {
     std::string out;
 };
 
-/** Run p2p_info with args (bounded by timeout(1)); stdout and stderr. */
+/** Run p2p_info with args (bounded by timeout(1)); stdout and stderr. The
+ *  plans expect every GPU visible, also on a runner that limits them. */
 Result run(const std::string &args, const std::string &env = "") {
-    std::string cmd = env + " timeout 60 " + topo_test::builddir() +
+    std::string cmd = "env -u CUDA_VISIBLE_DEVICES " + env + " timeout 60 " +
+                      topo_test::builddir() +
                       "/tools/info/p2p_info " + args + " 2>&1";
     p2ptest::ShellResult sh = p2ptest::run_shell(cmd);
     Result r;

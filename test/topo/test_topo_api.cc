@@ -114,6 +114,7 @@ protected:
     ScopedEnv smddp_{"SMDATAPARALLEL_DEVICE_NAME", nullptr};
     ScopedEnv net_devices_{"UCX_NET_DEVICES", nullptr};
     ScopedEnv tls_{"UCX_TLS", nullptr};
+    ScopedEnv cuda_visible_{"CUDA_VISIBLE_DEVICES", nullptr};  // a GPU runner's
     p2p_topo_h topo_ = nullptr;
 };
 
