@@ -28,9 +28,10 @@
  *    completion calls never block (see below), Shutdown tears nothing down.
  *    A later Initialize tries again.
  *  - herringP2PShutdown is collective like MPI_Finalize: it first waits
- *    (bounded by P2P_BOOTSTRAP_TIMEOUT_MS) for every rank to reach it, so a
- *    send left pending still meets a receive its peer posts before its own
- *    Shutdown. Then it cancels what is still pending: each operation
+ *    (bounded by P2P_BOOTSTRAP_TIMEOUT_MS) for every rank to reach it, while
+ *    operations left pending keep moving. Then it cancels what is still
+ *    pending (complete your operations before Shutdown, as before
+ *    MPI_Finalize: a transfer not over by then is cancelled): each operation
  *    produces one completion with RDMA_SHUTDOWN (or its real status if it
  *    finished first). It waits for every rank once more before the
  *    transport is torn down, so no rank drops data a peer is still reading.

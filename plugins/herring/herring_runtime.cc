@@ -244,9 +244,10 @@ void Runtime::shutdown() {
         comm = comm_;
     }
     // Collective, like MPI_Finalize: wait for every rank to stop posting
-    // first (bounded by P2P_BOOTSTRAP_TIMEOUT_MS), so that a send this rank
-    // left pending still reaches a receive its peer posts before its own
-    // Shutdown; cancelling first would fail that receive.
+    // first (bounded by P2P_BOOTSTRAP_TIMEOUT_MS); meanwhile a send this
+    // rank left pending may still move to a receive its peer posts before
+    // its own Shutdown (cancelling first always failed that receive). What
+    // is still in flight when the last rank arrives is cancelled below.
     p2p_status_t st = p2p_bootstrap_barrier(boot_);
     const bool all_here = st == P2P_OK;
     if (!all_here) {
