@@ -167,6 +167,23 @@ void set_gid_index(const PlanInput &in, RailPlan *plan) {
     set_ucx(in, plan, "UCX_IB_GID_INDEX", index);
 }
 
+/** A non-EFA rdma rail whose link layer sysfs does not show (a port
+ *  directory without link_layer, or a preview without --sysfs): the index
+ *  the user gave (P2P_IB_GID_INDEX=N) is still applied, as it would be to
+ *  a RoCE port, and a note says so; in auto mode nothing can be detected. */
+void unknown_link_layer(const PlannedNic &p, unsigned long gid_override, bool gid_auto,
+                        std::vector<RoceRail> *roce, RailPlan *plan) {
+    if (gid_auto || p.nic.kind == NicKind::EFA) {
+        return;
+    }
+    RoceRail r{p.ucx_name(), GidChoice{}, true};
+    r.gid.index = static_cast<int>(gid_override);
+    r.gid.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
+    plan->notes.push_back(p.ucx_name() + ": link layer unknown (not in sysfs); P2P_IB_GID_INDEX=" +
+                          std::to_string(gid_override) + " applied as given");
+    roce->push_back(std::move(r));
+}
+
 /** Ports and RoCE GID from sysfs for the planned NICs. */
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
@@ -177,6 +194,7 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
         }
         std::vector<unsigned> ports = roce_list_ports(in.sysfs_root, p.nic.name);
         if (ports.empty()) {
+            unknown_link_layer(p, gid_override, gid_auto, &roce, plan);
             continue;
         }
         bool exists = std::find(ports.begin(), ports.end(), p.port) != ports.end();
@@ -196,8 +214,12 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                                       "; using port " + std::to_string(p.port));
             }
         }
-        if (roce_link_layer(in.sysfs_root, p.nic.name, p.port) != "Ethernet") {
-            continue;
+        const std::string link = roce_link_layer(in.sysfs_root, p.nic.name, p.port);
+        if (link.empty()) {
+            unknown_link_layer(p, gid_override, gid_auto, &roce, plan);
+        }
+        if (link != "Ethernet") {
+            continue;  // InfiniBand: no RoCE GID to choose
         }
         if (std::any_of(roce.begin(), roce.end(),
                         [&](const RoceRail &q) { return q.name == p.ucx_name(); })) {

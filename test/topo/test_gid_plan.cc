@@ -130,3 +130,20 @@ TEST(GidPlan, P2pInfoShowsNoGlobalIndexForRailsThatDiffer) {
         << sh.out;
 }
 #endif
+
+// P2P_IB_GID_INDEX=N is applied where sysfs cannot tell the link layer (a
+// preview without sysfs, a port without link_layer), with a note; in auto
+// mode nothing can be chosen there. It used to be dropped without a word.
+TEST(GidPlan, ExplicitIndexIsAppliedWhereTheLinkLayerIsUnknown) {
+    TempDir d;  // empty: no device in sysfs
+    PlanInput in = two_rails(d);
+    in.gid_index = "3";
+    RailPlan p = plan_ok(two_nics(), in);
+    EXPECT_EQ("3", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("mlx5_0:1: link layer unknown (not in sysfs); P2P_IB_GID_INDEX=3 applied as given",
+              note_with(p, "mlx5_0:1: link layer"));
+    in.gid_index = "auto";
+    p = plan_ok(two_nics(), in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("", note_with(p, "link layer unknown"));
+}
