@@ -167,6 +167,14 @@ void set_gid_index(const PlanInput &in, RailPlan *plan) {
     set_ucx(in, plan, "UCX_IB_GID_INDEX", index);
 }
 
+/** The rail of p with the index the user gave (P2P_IB_GID_INDEX=N). */
+RoceRail given_index(const PlannedNic &p, unsigned long gid_override) {
+    RoceRail r{p.ucx_name(), GidChoice{}, true};
+    r.gid.index = static_cast<int>(gid_override);
+    r.gid.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
+    return r;
+}
+
 /** A non-EFA rdma rail whose link layer sysfs does not show (a port
  *  directory without link_layer, or a preview without --sysfs): the index
  *  the user gave (P2P_IB_GID_INDEX=N) is still applied, as it would be to
@@ -176,12 +184,9 @@ void unknown_link_layer(const PlannedNic &p, unsigned long gid_override, bool gi
     if (gid_auto || p.nic.kind == NicKind::EFA) {
         return;
     }
-    RoceRail r{p.ucx_name(), GidChoice{}, true};
-    r.gid.index = static_cast<int>(gid_override);
-    r.gid.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
     plan->notes.push_back(p.ucx_name() + ": link layer unknown (not in sysfs); P2P_IB_GID_INDEX=" +
                           std::to_string(gid_override) + " applied as given");
-    roce->push_back(std::move(r));
+    roce->push_back(given_index(p, gid_override));
 }
 
 /** Ports and RoCE GID from sysfs for the planned NICs. */
@@ -225,13 +230,12 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                         [&](const RoceRail &q) { return q.name == p.ucx_name(); })) {
             continue;  // named twice: drop_repeated makes it one rail
         }
-        RoceRail r{p.ucx_name(), GidChoice{}, true};
         if (!gid_auto) {
-            r.gid.index = static_cast<int>(gid_override);
-            r.gid.reason = "P2P_IB_GID_INDEX=" + std::to_string(gid_override);
-        } else {
-            r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid) == P2P_OK;
+            roce.push_back(given_index(p, gid_override));
+            continue;
         }
+        RoceRail r{p.ucx_name(), GidChoice{}, true};
+        r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid) == P2P_OK;
         roce.push_back(std::move(r));
     }
     choose_gid(roce, plan);
