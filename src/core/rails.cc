@@ -220,7 +220,9 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
                        : local_rank_detect([](const char *n) { return std::getenv(n); });
     s.last = lr;
     topo::PlanInput in = topo::PlanInput::from_environment(lr.rank, lr.size);
-    in.binding_numa = s.topo->binding_numa();
+    topo::Topology::Binding bind = s.topo->binding();
+    in.binding_numa = bind.numa;
+    in.binding_slot = bind.slot;
     topo::RailPlan plan;
     p2p_status_t st = topo::plan_rails(s.topo->machine(), in, &plan);
     if (st != P2P_OK) {

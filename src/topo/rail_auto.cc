@@ -52,6 +52,55 @@ std::vector<size_t> nearest(const PciDevice &dev, const std::vector<Nic> &cands,
     return out;
 }
 
+/**
+ * A rank bound to NUMA node in.binding_numa: its position j among the g
+ * local ranks bound there. Launchers place ranks on nodes in blocks (srun's
+ * default, mpirun --map-by core) or round-robin (mpirun's default above two
+ * ranks, --map-by numa or socket); the local rank alone tells which only
+ * where just one of the two puts this rank on its node. So the rank's cores
+ * decide first: a launcher that binds each rank to its own cores fills the
+ * node in rank order either way (in.binding_slot). Without that (each rank
+ * bound to the whole node, or a slot past the node's rank count) the local
+ * rank does: block placement where it fits, else round-robin.
+ */
+void bound_position(const Machine &m, const PlanInput &in, size_t *j_p, size_t *g_p,
+                    std::ostringstream &os) {
+    const size_t nodes = std::max<size_t>(1, m.numa_nodes.size());
+    const size_t r = in.local_rank;
+    const size_t n = std::max<uint32_t>(1, in.local_size);
+    size_t k = std::find(m.numa_nodes.begin(), m.numa_nodes.end(), in.binding_numa) -
+               m.numa_nodes.begin();
+    k = std::min(k, nodes - 1);
+    // Block: node k holds local ranks [first, end).
+    const size_t first = (k * n + nodes - 1) / nodes;
+    const size_t end = ((k + 1) * n + nodes - 1) / nodes;
+    const bool block = r >= first && r < end;
+    // Round-robin: node k holds the local ranks k, k + nodes, ...
+    const bool rr = r % nodes == k;
+    const size_t rr_count = (n + nodes - 1 - k) / nodes;
+    size_t g = block ? end - first : rr ? rr_count : n / nodes;
+    g = std::max<size_t>(1, g);
+    size_t j;
+    const char *how;
+    if (in.binding_slot >= 0 && static_cast<size_t>(in.binding_slot) < g) {
+        j = static_cast<size_t>(in.binding_slot);
+        how = "position of its cores";
+    } else if (block) {
+        j = r - first;
+        how = "block placement";
+    } else if (rr) {
+        j = r / nodes;
+        how = "round-robin placement";
+    } else {
+        j = r % g;
+        how = "local rank";
+    }
+    os << "bound to numa " << in.binding_numa << " (" << how << ": rank " << j + 1
+       << " of " << g << " there)";
+    *j_p = j;
+    *g_p = g;
+}
+
 } // namespace
 
 AutoResult plan_with_gpu(const Machine &m, const std::vector<Nic> &cands,
@@ -128,9 +177,7 @@ AutoResult plan_without_gpu(const Machine &m, const std::vector<Nic> &cands,
     } else {
         size_t nodes = std::max<size_t>(1, m.numa_nodes.size());
         if (in.binding_numa >= 0) {
-            g = std::max<size_t>(1, in.local_size / nodes);
-            j = in.local_rank % g;
-            os << "bound to numa " << numa;
+            bound_position(m, in, &j, &g, os);
         } else {
             // Ranks are spread over NUMA nodes in blocks: find ours.
             size_t node = in.local_rank * nodes / in.local_size;

@@ -44,6 +44,10 @@ struct PlanInput {
     /** NUMA node of the rank's CPU binding; -1: unknown (no GPU case then
      *  spreads ranks over NUMA nodes in blocks). */
     int binding_numa = -1;
+    /** The rank's position among the ranks bound to that node, from where
+     *  its cores lie in the node (Topology::Binding::slot); -1: unknown
+     *  (bound to the whole node), then taken from the local rank. */
+    int binding_slot = -1;
     /** UCX_* variables the user set, with their values: the environment's
      *  and those of UCX's config files (core/ucx_user.h). */
     std::vector<std::pair<std::string, std::string>> user_ucx;

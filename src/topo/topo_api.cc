@@ -58,7 +58,9 @@ p2p_status_t make_plan(p2p_topo_h t, uint32_t local_rank, uint32_t local_size,
                        RailPlan *plan) {
     PlanInput in = PlanInput::from_environment(local_rank, local_size);
     in.sysfs_root = t->sysfs_root;
-    in.binding_numa = t->topo->binding_numa();
+    Topology::Binding bind = t->topo->binding();
+    in.binding_numa = bind.numa;
+    in.binding_slot = bind.slot;
     return plan_rails(t->topo->machine(), in, plan);
 }
 

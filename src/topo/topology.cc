@@ -245,20 +245,44 @@ p2p_status_t Topology::load(const std::string &xml_path,
     return P2P_OK;
 }
 
-int Topology::binding_numa() const {
+Topology::Binding Topology::binding() const {
+    Binding b;
     if (!live_) {
-        return -1;
+        return b;
     }
+    hwloc_topology_t topo = handle_->topo;
     Bitmap cpus;
     Bitmap nodes;
-    if (hwloc_get_cpubind(handle_->topo, cpus.get(), HWLOC_CPUBIND_PROCESS) != 0) {
-        return -1;
+    if (hwloc_get_cpubind(topo, cpus.get(), HWLOC_CPUBIND_PROCESS) != 0) {
+        return b;
     }
-    hwloc_cpuset_to_nodeset(handle_->topo, cpus.get(), nodes.get());
+    hwloc_cpuset_to_nodeset(topo, cpus.get(), nodes.get());
     if (hwloc_bitmap_weight(nodes.get()) != 1) {
-        return -1;
+        return b;
     }
-    return hwloc_bitmap_first(nodes.get());
+    b.numa = hwloc_bitmap_first(nodes.get());
+    hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(topo, static_cast<unsigned>(b.numa));
+    if (node == nullptr || node->cpuset == nullptr) {
+        return b;
+    }
+    Bitmap mine;
+    hwloc_bitmap_and(mine.get(), cpus.get(), node->cpuset);
+    int width = hwloc_bitmap_weight(mine.get());
+    if (width <= 0 || width >= hwloc_bitmap_weight(node->cpuset)) {
+        return b;  // the whole node: no position within it
+    }
+    int pos = 0;
+    for (hwloc_obj_t pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, node->cpuset,
+                                                                    HWLOC_OBJ_PU, nullptr);
+         pu != nullptr;
+         pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, node->cpuset, HWLOC_OBJ_PU, pu)) {
+        if (hwloc_bitmap_isset(mine.get(), pu->os_index)) {
+            b.slot = pos / width;
+            break;
+        }
+        ++pos;
+    }
+    return b;
 }
 
 #else // !HAVE_HWLOC
@@ -272,7 +296,7 @@ p2p_status_t Topology::load(const std::string &xml_path,
     return P2P_ERR_UNSUPPORTED;
 }
 
-int Topology::binding_numa() const { return -1; }
+Topology::Binding Topology::binding() const { return Binding(); }
 
 #endif
 

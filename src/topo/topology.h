@@ -31,9 +31,21 @@ public:
 
     const Machine &machine() const { return machine_; }
 
-    /** NUMA node of this process's CPU binding when it lies within one
-     *  node (live topology only); -1 otherwise. */
-    int binding_numa() const;
+    /** This process's CPU binding (live topology only). */
+    struct Binding {
+        /** NUMA node (OS index) when the binding lies within one node;
+         *  -1 otherwise. */
+        int numa = -1;
+        /** When it covers part of that node: which of the node's
+         *  binding-wide slots it takes (its first CPU's position among the
+         *  node's CPUs, in hwloc order, over its width). Launchers that bind
+         *  each rank to its own cores fill a node's CPUs in rank order
+         *  whether they place ranks on nodes in blocks or round-robin, so
+         *  this is the rank's position among the ranks on its node. -1:
+         *  the whole node, or no binding to one node. */
+        int slot = -1;
+    };
+    Binding binding() const;
 
 private:
     struct Handle;

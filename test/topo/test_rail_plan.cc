@@ -188,9 +188,63 @@ TEST(RailPlan, NoGpuSpreadsRanksOverNicsOfTheirNuma) {
     RailPlan b = plan_ok(m, in);
     EXPECT_EQ(1, b.numa);
     EXPECT_EQ((std::vector<std::string>{"mlx5_2:1", "mlx5_3:1"}), names(b));
-    in = input(1, 4);
-    in.binding_numa = 1;
-    EXPECT_EQ((std::vector<std::string>{"mlx5_3:1"}), names(plan_ok(m, in)));
+}
+
+namespace {
+/** NICs local rank r of n takes on nogpu_mlx4.xml (NUMA 0: mlx5_0, mlx5_1;
+ *  NUMA 1: mlx5_2, mlx5_3) when bound to NUMA numa, at slot (-1: bound to
+ *  the whole node); the reason line must say how its place was found. */
+std::string bound_nic(const Machine &m, uint32_t r, uint32_t n, int numa, int slot,
+                      const char *how) {
+    PlanInput in = input(r, n);
+    in.binding_numa = numa;
+    in.binding_slot = slot;
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ(numa, p.numa);
+    EXPECT_NE(std::string::npos, p.reason.find(how)) << p.reason;
+    std::string s;
+    for (const std::string &x : names(p)) s += (s.empty() ? "" : ",") + x;
+    return s;
+}
+} // namespace
+
+TEST(RailPlan, NoGpuBoundRanksRoundRobinOverNumaUseEveryNic) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    // mpirun's default above two ranks (--map-by numa, --bind-to core):
+    // local rank r on NUMA r % 2, on the node's next core. Ranks 0 and 2
+    // both took mlx5_0 (1 and 3 mlx5_3) when the position was taken from
+    // the local rank as in block placement: half the NICs stayed idle.
+    const char *rr4[] = {"mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1"};
+    for (uint32_t r = 0; r < 4; ++r) {
+        EXPECT_EQ(rr4[r], bound_nic(m, r, 4, r % 2, r / 2, "position of its cores")) << r;
+        // Bound to the whole node: ranks 1 and 2 sit where block placement
+        // cannot put them, so their place is round-robin's.
+        EXPECT_EQ(rr4[r], bound_nic(m, r, 4, r % 2, -1,
+                                    r == 1 || r == 2 ? "round-robin placement"
+                                                     : "block placement"))
+            << r;
+    }
+    // Eight ranks: rank 2 fits either placement on NUMA 0 (block says 3rd
+    // of 4, round-robin 2nd); its cores tell.
+    const char *rr8[] = {"mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1",
+                         "mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1"};
+    for (uint32_t r = 0; r < 8; ++r) {
+        EXPECT_EQ(rr8[r], bound_nic(m, r, 8, r % 2, r / 2, "position of its cores")) << r;
+    }
+    // Block placement bound to cores gives what it gave unbound.
+    const char *block8[] = {"mlx5_0:1", "mlx5_1:1", "mlx5_0:1", "mlx5_1:1",
+                            "mlx5_2:1", "mlx5_3:1", "mlx5_2:1", "mlx5_3:1"};
+    for (uint32_t r = 0; r < 8; ++r) {
+        EXPECT_EQ(block8[r], bound_nic(m, r, 8, r / 4, r % 4, "position of its cores")) << r;
+        EXPECT_EQ(block8[r], bound_nic(m, r, 8, r / 4, -1, "block placement")) << r;
+    }
+    // A slot past the ranks the node holds (cores with gaps between ranks)
+    // is not a position: the local rank decides.
+    EXPECT_EQ("mlx5_1:1", bound_nic(m, 2, 4, 0, 5, "round-robin placement"));
+    EXPECT_EQ("mlx5_3:1", bound_nic(m, 3, 4, 1, 5, "block placement"));
+    // Neither placement puts local rank 0 of 4 on NUMA 1 (a binding of the
+    // user's own): the local rank modulo the ranks per node.
+    EXPECT_EQ("mlx5_2:1", bound_nic(m, 0, 4, 1, -1, "local rank"));
 }
 
 TEST(RailPlan, MachineWithoutNicGivesEmptyPlan) {

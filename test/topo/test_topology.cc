@@ -8,6 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace ucxp2p::topo;
 using topo_test::fixture;
 using topo_test::shared_xml;
@@ -136,7 +140,74 @@ TEST(Topology, LiveMachineLoads) {
     ASSERT_TRUE(t);
     EXPECT_EQ("live", t->machine().source);
     EXPECT_GE(t->machine().numa_nodes.size(), 1u);
-    EXPECT_GE(t->binding_numa(), -1);
+    Topology::Binding b = t->binding();
+    EXPECT_GE(b.numa, -1);
+    EXPECT_GE(b.slot, -1);
+    if (b.numa < 0) {
+        EXPECT_EQ(-1, b.slot);
+    }
+}
+
+namespace {
+/** In a child process bound to cpus: "numa slot" of Topology::binding(),
+ *  or "error". */
+std::string binding_in_child(const std::vector<int> &cpus) {
+    int fds[2];
+    if (pipe(fds) != 0) return "error";
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c : cpus) CPU_SET(c, &set);
+        std::string out = "error";
+        std::unique_ptr<Topology> t;
+        if (sched_setaffinity(0, sizeof(set), &set) == 0 && Topology::load("", &t) == P2P_OK) {
+            Topology::Binding b = t->binding();
+            out = std::to_string(b.numa) + " " + std::to_string(b.slot);
+        }
+        ssize_t w = write(fds[1], out.data(), out.size());
+        _exit(w == static_cast<ssize_t>(out.size()) ? 0 : 1);
+    }
+    close(fds[1]);
+    char buf[64];
+    ssize_t n = pid > 0 ? read(fds[0], buf, sizeof(buf)) : -1;
+    close(fds[0]);
+    int status = 0;
+    if (pid > 0) waitpid(pid, &status, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "error";
+}
+} // namespace
+
+// A rank bound to some of a node's CPUs learns its slot there: its first
+// CPU's position over its width (the rail plan's position among the ranks
+// bound to that node); bound to the whole node it has none.
+TEST(Topology, LiveBindingSlotIsPositionWithinNode) {
+    cpu_set_t set;
+    ASSERT_EQ(0, sched_getaffinity(0, sizeof(set), &set));
+    std::vector<int> mine;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) mine.push_back(c);
+    }
+    auto t = load_or_fail("");
+    ASSERT_TRUE(t);
+    if (t->machine().numa_nodes.size() != 1 || mine.size() < 2 ||
+        static_cast<long>(mine.size()) != sysconf(_SC_NPROCESSORS_ONLN)) {
+        GTEST_SKIP() << "needs one numa node and every cpu (two or more) to bind to";
+    }
+    const std::string node = std::to_string(t->machine().numa_nodes[0]);
+    // hwloc orders this machine's cpus as the kernel numbers them when
+    // every core has one thread (checked here: otherwise skip).
+    EXPECT_EQ(node + " 0", binding_in_child({mine[0]}));
+    std::string last = binding_in_child({mine.back()});
+    if (last != node + " " + std::to_string(mine.size() - 1)) {
+        GTEST_SKIP() << "cpu " << mine.back() << " gave \"" << last
+                     << "\": hwloc's order is not the kernel's here";
+    }
+    if (mine.size() >= 4) {
+        EXPECT_EQ(node + " 1", binding_in_child({mine[2], mine[3]}));
+    }
+    EXPECT_EQ(node + " -1", binding_in_child(mine));
 }
 
 #else
