@@ -232,30 +232,16 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     {
         unsigned major = 0, minor = 0, release = 0;
         ucp_get_version(&major, &minor, &release);
-        // Several tcp rails under a UCX that pairs lanes without a route
-        // check: logged with the plan's other notes below.
-        std::string tcp_note = topo::tcp_rails_ucx_note(plan, major, minor);
-        if (!tcp_note.empty()) {
-            plan.notes.push_back(tcp_note);
-        }
         // EFA machines with a UCX too old to drive EFA: say so with the fix
         // (once per process), instead of silently falling back to tcp.
         static std::once_flag efa_once;
         std::string warn = topo::efa_ucx_warning(s.topo->machine(), major, minor);
         if (!warn.empty()) {
             std::call_once(efa_once, [&] { P2P_LOG(P2P_LOG_WARN, "rails: %s", warn.c_str()); });
-            // This UCX cannot open EFA devices: pinning UCX_NET_DEVICES to
-            // them would leave it without any network device at all.
-            bool all_efa = !plan.nics.empty();
-            for (const topo::PlannedNic &n : plan.nics) {
-                all_efa = all_efa && !n.tcp && n.nic.kind == topo::NicKind::EFA;
-            }
-            if (all_efa) {
-                P2P_LOG(P2P_LOG_INFO, "rails: efa rails not applied (UCX %u.%u cannot use "
-                        "them); UCX picks devices itself", major, minor);
-                plan.ucx_settings.clear();
-            }
         }
+        // What this UCX can do with the plan, as p2p_info previews it
+        // (logged with the plan's other notes below).
+        topo::apply_ucx_limits(s.topo->machine(), major, minor, &plan);
     }
     P2P_LOG(P2P_LOG_INFO, "rails: local rank %u of %u (%s), numa %d, %zu rail(s): %s",
             lr.rank, lr.size, lr.source.empty() ? "default" : lr.source.c_str(),

@@ -48,6 +48,27 @@ std::string tcp_rails_ucx_note(const RailPlan &plan, unsigned ucx_major,
            "nothing (docs/PERFORMANCE-RAILS.md)";
 }
 
+void apply_ucx_limits(const Machine &machine, unsigned ucx_major, unsigned ucx_minor,
+                      RailPlan *plan) {
+    std::string tcp_note = tcp_rails_ucx_note(*plan, ucx_major, ucx_minor);
+    if (!tcp_note.empty()) {
+        plan->notes.push_back(tcp_note);
+    }
+    if (efa_ucx_warning(machine, ucx_major, ucx_minor).empty()) {
+        return;
+    }
+    bool all_efa = !plan->nics.empty();
+    for (const PlannedNic &n : plan->nics) {
+        all_efa = all_efa && !n.tcp && n.nic.kind == NicKind::EFA;
+    }
+    if (all_efa && !plan->ucx_settings.empty()) {
+        plan->ucx_settings.clear();
+        plan->notes.push_back("efa rails not applied (UCX " + std::to_string(ucx_major) + "." +
+                              std::to_string(ucx_minor) +
+                              " cannot use them); UCX picks devices itself");
+    }
+}
+
 std::string rail_plan_describe(const RailPlan &p) {
     std::ostringstream os;
     os << "local rank " << p.local_rank << ":";

@@ -116,6 +116,14 @@ std::string efa_ucx_warning(const Machine &machine, unsigned ucx_major,
 std::string tcp_rails_ucx_note(const RailPlan &plan, unsigned ucx_major,
                                unsigned ucx_minor);
 
+/** What the loaded UCX (ucx_major.ucx_minor) does with the plan, applied
+ *  the same way by the context and by p2p_info's preview: the tcp rails
+ *  note above, and a plan of EFA rails only under a UCX without EFA keeps
+ *  its rails but sets no UCX variable (pinning UCX_NET_DEVICES to devices
+ *  UCX cannot open would leave it no network device), with a note. */
+void apply_ucx_limits(const Machine &machine, unsigned ucx_major, unsigned ucx_minor,
+                      RailPlan *plan);
+
 /** Multi-line human summary of a plan (p2p_info). */
 std::string rail_plan_describe(const RailPlan &plan);
 

@@ -61,7 +61,14 @@ p2p_status_t make_plan(p2p_topo_h t, uint32_t local_rank, uint32_t local_size,
     Topology::Binding bind = t->topo->binding();
     in.binding_numa = bind.numa;
     in.binding_slot = bind.slot;
-    return plan_rails(t->topo->machine(), in, plan);
+    p2p_status_t st = plan_rails(t->topo->machine(), in, plan);
+    if (st == P2P_OK) {
+        // As a context made with this UCX would apply it.
+        unsigned major = 0, minor = 0, release = 0;
+        ucp_get_version(&major, &minor, &release);
+        apply_ucx_limits(t->topo->machine(), major, minor, plan);
+    }
+    return st;
 }
 
 void print_pci(FILE *s, const PciDevice &p) {

@@ -1,5 +1,6 @@
 /* Rail planner: per-rank plans on real and synthetic machines, overrides,
- * user UCX settings, RoCE GID through a fake sysfs, EFA/UCX warning. */
+ * user UCX settings, RoCE GID through a fake sysfs (what the loaded UCX
+ * version changes: test_ucx_limits.cc). */
 #include "ucxp2p_config.h"
 
 #include "topo/rail_plan.h"
@@ -578,37 +579,4 @@ TEST(RailPlan, BadRankAndRailsAreRejected) {
     in.rails = "auto";
     p = plan_ok(m, in);
     EXPECT_EQ("no rdma devices", p.reason);
-}
-
-TEST(RailPlan, TcpRailsNoteNeedsTwoTcpRailsAndOldUcx) {
-    RailPlan p;
-    PlannedNic eth;
-    eth.tcp = true;
-    eth.nic.name = "eth1";
-    p.nics.push_back(eth);
-    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 13));  // one rail: nothing to pair
-    eth.nic.name = "eth2";
-    p.nics.push_back(eth);
-    std::string n = tcp_rails_ucx_note(p, 1, 13);
-    EXPECT_NE(std::string::npos, n.find("2 tcp rails")) << n;
-    EXPECT_NE(std::string::npos, n.find("1.20")) << n;
-    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 20));
-    EXPECT_EQ("", tcp_rails_ucx_note(p, 2, 0));
-    p.nics[1].tcp = false;  // an rdma rail beside one tcp rail
-    EXPECT_EQ("", tcp_rails_ucx_note(p, 1, 13));
-}
-
-TEST(RailPlan, EfaWarningNeedsEfaAndOldUcx) {
-    Machine m;
-    EXPECT_EQ("", efa_ucx_warning(m, 1, 13));
-    Nic efa;
-    efa.name = "rdmap16s27";
-    efa.kind = NicKind::EFA;
-    m.nics.push_back(efa);
-    std::string w = efa_ucx_warning(m, 1, 13);
-    EXPECT_NE(std::string::npos, w.find("1.19")) << w;
-    EXPECT_NE(std::string::npos, w.find("rdmap16s27")) << w;
-    EXPECT_NE(std::string::npos, w.find("Fix")) << w;
-    EXPECT_EQ("", efa_ucx_warning(m, 1, 19));
-    EXPECT_EQ("", efa_ucx_warning(m, 2, 0));
 }
