@@ -6,6 +6,7 @@
 #include "core/ucx_user.h"
 #include "topo/dir_names.h"
 #include "topo/gpu_visible.h"
+#include "topo/fabric_choice.h"
 #include "topo/rail_auto.h"
 
 #include <algorithm>
@@ -463,28 +464,12 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
             }
         }
         if (in.hca.empty() && !cands.empty()) {
-            // Mixed fabrics (EFA plus a ConnectX): keep the kind with most
-            // devices (ties: EFA, then mlx); the user can pick others.
-            size_t count[3] = {0, 0, 0};
-            for (const Nic &n : cands) count[static_cast<int>(n.kind)]++;
-            int keep = static_cast<int>(std::max_element(count, count + 3) - count);
-            size_t dropped = cands.size() - count[keep];
-            if (dropped > 0) {
-                std::vector<Nic> kept;
-                std::string names;
-                for (const Nic &n : cands) {
-                    if (static_cast<int>(n.kind) == keep) {
-                        kept.push_back(n);
-                    } else {
-                        names += (names.empty() ? "" : ",") + n.name;
-                    }
-                }
-                cands = std::move(kept);
+            // Mixed fabrics (EFA beside a ConnectX, on-board ports beside
+            // a bond): one kind, the one with the most bandwidth.
+            std::string note = keep_one_fabric(in.sysfs_root, &cands);
+            if (!note.empty()) {
                 ports.assign(cands.size(), 0);
-                plan.notes.push_back(
-                    "ignoring " + names + " (fewer than the " +
-                    nic_kind_name(static_cast<NicKind>(keep)) +
-                    " devices); choose them with P2P_HCA or P2P_RAILS");
+                plan.notes.push_back(note);
             }
         }
         if (cands.empty()) {

@@ -141,6 +141,20 @@ bool roce_port_active(const std::string &root, const std::string &dev,
     return s.find("ACTIVE") != std::string::npos;
 }
 
+double roce_port_rate_gbps(const std::string &root, const std::string &dev,
+                           unsigned port) {
+    std::string s;
+    if (!read_line(port_dir(root, dev, port) + "/rate", &s)) {
+        return -1;
+    }
+    char *end = nullptr;
+    double g = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || !(g >= 0) || s.find("Gb/sec", end - s.c_str()) == std::string::npos) {
+        return -1;
+    }
+    return roce_port_active(root, dev, port) ? g : 0;
+}
+
 p2p_status_t roce_read_gids(const std::string &root, const std::string &dev,
                             unsigned port, std::vector<GidEntry> *out) {
     if (out == nullptr || dev.empty() || dev.find('/') != std::string::npos) {

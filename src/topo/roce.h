@@ -49,6 +49,12 @@ std::string roce_link_layer(const std::string &root, const std::string &dev,
 bool roce_port_active(const std::string &root, const std::string &dev,
                       unsigned port);
 
+/** The port's rate in Gb/s from its rate file ("100 Gb/sec (4X EDR)"; a
+ *  bond's is the bond's); 0 when the port is not ACTIVE; -1 when unknown
+ *  (no such file, or unreadable). */
+double roce_port_rate_gbps(const std::string &root, const std::string &dev,
+                           unsigned port);
+
 /**
  * Read every populated GID of a port (zero GIDs and entries whose type
  * cannot be read are skipped). P2P_ERR_NO_DEVICE when the device or port
