@@ -413,7 +413,9 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * wait for a send's completion before posting the receive it pairs with.
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
  * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
- * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead),
+ * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead, or
+ * UCX found it gone or unreachable creating the endpoint: nothing was
+ * posted, and the next post to it tries again),
  * P2P_ERR_TRANSPORT (the endpoint to peer could not be created, or the
  * copy from staged device memory failed: see p2p_mem_register; nothing
  * was posted), P2P_ERR_NO_MEMORY.
