@@ -5,6 +5,7 @@
  * internal bootstrap_create). Multi-rank cases fork one child per rank on
  * a free loopback port (wireup_test_util.h).
  */
+#include "wireup/pmix_bootstrap.h"
 #include "wireup_test_util.h"
 
 #include "../fail_each.h"
@@ -56,6 +57,23 @@ TEST_F(BootstrapPublic, CreateUnsupportedOutsidePmixLaunch) {
     set("P2P_BOOTSTRAP", "pmix");
     EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
     EXPECT_EQ(untouched(), bs);
+}
+
+// An MPI launcher's ranks without PMIx or the torchrun variables: AUTO
+// refuses rather than make each a rank 0 of 1 (the documented status, as
+// the C caller sees it; test_bootstrap_env.cc covers every variable).
+TEST_F(BootstrapPublic, AutoUnderAnMpiLauncherWithoutPmixIsUnsupported) {
+    if (ucxp2p::pmix_bootstrap_launched()) GTEST_SKIP() << "run under a PMIx server";
+    set("OMPI_COMM_WORLD_SIZE", "4");
+    p2p_bootstrap_h bs = untouched();
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    EXPECT_EQ(untouched(), bs);
+    set("OMPI_COMM_WORLD_SIZE", "1");  // a launcher's single rank is fine
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
+    p2p_bootstrap_info_t info{};
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_query(bs, &info));
+    EXPECT_EQ(1u, info.size);
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
 }
 
 TEST_F(BootstrapPublic, CreateTimesOutWithoutRankZero) {
