@@ -57,11 +57,13 @@ std::vector<size_t> nearest(const PciDevice &dev, const std::vector<Nic> &cands,
  * local ranks bound there. Launchers place ranks on nodes in blocks (srun's
  * default, mpirun --map-by core) or round-robin (mpirun's default above two
  * ranks, --map-by numa or socket); the local rank alone tells which only
- * where just one of the two puts this rank on its node. So the rank's cores
- * decide first: a launcher that binds each rank to its own cores fills the
- * node in rank order either way (in.binding_slot). Without that (each rank
- * bound to the whole node, or a slot past the node's rank count) the local
- * rank does: block placement where it fits, else round-robin.
+ * where just one of the two puts this rank on its node. Where both do, the
+ * rank's cores decide: a launcher that binds each rank to its own cores
+ * fills the node in rank order either way (in.binding_slot); without that
+ * (each rank bound to the whole node, or a slot past the node's rank count)
+ * block placement is assumed. Only there: ranks the user bound to the same
+ * cores all have slot 0, and where neither placement fits (a binding of
+ * the user's own) the local rank spreads them.
  */
 void bound_position(const Machine &m, const PlanInput &in, size_t *j_p, size_t *g_p,
                     std::ostringstream &os) {
@@ -82,7 +84,7 @@ void bound_position(const Machine &m, const PlanInput &in, size_t *j_p, size_t *
     g = std::max<size_t>(1, g);
     size_t j;
     const char *how;
-    if (in.binding_slot >= 0 && static_cast<size_t>(in.binding_slot) < g) {
+    if (block && rr && in.binding_slot >= 0 && static_cast<size_t>(in.binding_slot) < g) {
         j = static_cast<size_t>(in.binding_slot);
         how = "position of its cores";
     } else if (block) {

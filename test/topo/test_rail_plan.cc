@@ -195,17 +195,16 @@ namespace {
 /** NICs local rank r of n takes on nogpu_mlx4.xml (NUMA 0: mlx5_0, mlx5_1;
  *  NUMA 1: mlx5_2, mlx5_3) when bound to NUMA numa, at slot (-1: bound to
  *  the whole node); the reason line must say how its place was found. */
-std::string bound_nic(const Machine &m, uint32_t r, uint32_t n, int numa, int slot,
-                      const char *how) {
+std::string bound_nic(const Machine &m, uint32_t r, uint32_t n, int numa, int slot) {
     PlanInput in = input(r, n);
     in.binding_numa = numa;
     in.binding_slot = slot;
     RailPlan p = plan_ok(m, in);
     EXPECT_EQ(numa, p.numa);
-    EXPECT_NE(std::string::npos, p.reason.find(how)) << p.reason;
     std::string s;
     for (const std::string &x : names(p)) s += (s.empty() ? "" : ",") + x;
-    return s;
+    return s + " by " + p.reason.substr(p.reason.find('(') + 1, p.reason.find(':') -
+                                                               p.reason.find('(') - 1);
 }
 } // namespace
 
@@ -215,37 +214,45 @@ TEST(RailPlan, NoGpuBoundRanksRoundRobinOverNumaUseEveryNic) {
     // local rank r on NUMA r % 2, on the node's next core. Ranks 0 and 2
     // both took mlx5_0 (1 and 3 mlx5_3) when the position was taken from
     // the local rank as in block placement: half the NICs stayed idle.
-    const char *rr4[] = {"mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1"};
+    // Ranks 1 and 2 fit round-robin placement only; 0 and 3 either, and
+    // both placements give them the same place.
+    const char *rr4[] = {"mlx5_0:1 by position of its cores",
+                         "mlx5_2:1 by round-robin placement",
+                         "mlx5_1:1 by round-robin placement",
+                         "mlx5_3:1 by position of its cores"};
     for (uint32_t r = 0; r < 4; ++r) {
-        EXPECT_EQ(rr4[r], bound_nic(m, r, 4, r % 2, r / 2, "position of its cores")) << r;
-        // Bound to the whole node: ranks 1 and 2 sit where block placement
-        // cannot put them, so their place is round-robin's.
-        EXPECT_EQ(rr4[r], bound_nic(m, r, 4, r % 2, -1,
-                                    r == 1 || r == 2 ? "round-robin placement"
-                                                     : "block placement"))
-            << r;
+        EXPECT_EQ(rr4[r], bound_nic(m, r, 4, r % 2, r / 2)) << r;
     }
+    // Bound to the whole node: the same NICs.
+    EXPECT_EQ("mlx5_0:1 by block placement", bound_nic(m, 0, 4, 0, -1));
+    EXPECT_EQ("mlx5_1:1 by round-robin placement", bound_nic(m, 2, 4, 0, -1));
+    EXPECT_EQ("mlx5_3:1 by block placement", bound_nic(m, 3, 4, 1, -1));
     // Eight ranks: rank 2 fits either placement on NUMA 0 (block says 3rd
     // of 4, round-robin 2nd); its cores tell.
     const char *rr8[] = {"mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1",
                          "mlx5_0:1", "mlx5_2:1", "mlx5_1:1", "mlx5_3:1"};
     for (uint32_t r = 0; r < 8; ++r) {
-        EXPECT_EQ(rr8[r], bound_nic(m, r, 8, r % 2, r / 2, "position of its cores")) << r;
+        std::string got = bound_nic(m, r, 8, r % 2, r / 2);
+        EXPECT_EQ(rr8[r], got.substr(0, got.find(' '))) << r << ": " << got;
     }
-    // Block placement bound to cores gives what it gave unbound.
+    EXPECT_EQ("mlx5_1:1 by position of its cores", bound_nic(m, 2, 8, 0, 1));
+    // Block placement bound to cores, or to the whole node, gives what it
+    // gave unbound.
     const char *block8[] = {"mlx5_0:1", "mlx5_1:1", "mlx5_0:1", "mlx5_1:1",
                             "mlx5_2:1", "mlx5_3:1", "mlx5_2:1", "mlx5_3:1"};
     for (uint32_t r = 0; r < 8; ++r) {
-        EXPECT_EQ(block8[r], bound_nic(m, r, 8, r / 4, r % 4, "position of its cores")) << r;
-        EXPECT_EQ(block8[r], bound_nic(m, r, 8, r / 4, -1, "block placement")) << r;
+        for (int slot : {static_cast<int>(r % 4), -1}) {
+            std::string got = bound_nic(m, r, 8, static_cast<int>(r / 4), slot);
+            EXPECT_EQ(block8[r], got.substr(0, got.find(' '))) << r << ": " << got;
+        }
     }
     // A slot past the ranks the node holds (cores with gaps between ranks)
-    // is not a position: the local rank decides.
-    EXPECT_EQ("mlx5_1:1", bound_nic(m, 2, 4, 0, 5, "round-robin placement"));
-    EXPECT_EQ("mlx5_3:1", bound_nic(m, 3, 4, 1, 5, "block placement"));
-    // Neither placement puts local rank 0 of 4 on NUMA 1 (a binding of the
-    // user's own): the local rank modulo the ranks per node.
-    EXPECT_EQ("mlx5_2:1", bound_nic(m, 0, 4, 1, -1, "local rank"));
+    // is not a position.
+    EXPECT_EQ("mlx5_3:1 by block placement", bound_nic(m, 3, 4, 1, 5));
+    // Ranks the user bound to the same cores (all slot 0) where neither
+    // placement fits: the local rank spreads them, as before.
+    EXPECT_EQ("mlx5_2:1 by local rank", bound_nic(m, 0, 4, 1, 0));
+    EXPECT_EQ("mlx5_1:1 by local rank", bound_nic(m, 3, 4, 0, 0));
 }
 
 TEST(RailPlan, MachineWithoutNicGivesEmptyPlan) {
