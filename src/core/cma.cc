@@ -262,7 +262,28 @@ ReadResult classify(int e, int *err) {
     return e == ESRCH ? ReadResult::PEER_GONE : ReadResult::FAILED;
 }
 
+/** The read of rts from pid failed with e: CANCELLED when the sender's
+ *  epoch moved meanwhile (its user may have freed the buffer since, so
+ *  the failure says nothing about the path), else what e means. */
+ReadResult read_failed(pid_t pid, const Rts &rts, int e, int *err) {
+    const ReadResult r = classify(e, err);
+    if (r != ReadResult::FAILED) return r;
+    uint64_t now = rts.epoch;
+    struct iovec l = {&now, sizeof(now)};
+    struct iovec rem = {reinterpret_cast<void *>(rts.epoch_addr), sizeof(now)};
+    if (process_vm_readv(pid, &l, 1, &rem, 1, 0) == sizeof(now) && now != rts.epoch) {
+        return ReadResult::CANCELLED;
+    }
+    return r;
+}
+
 }  // namespace
+
+bool epoch_moved(const uint8_t *epoch_table, uint32_t seq, uint64_t epoch) {
+    const uint64_t *slot = reinterpret_cast<const uint64_t *>(epoch_table) +
+                           seq % kEpochSlots;
+    return __atomic_load_n(slot, __ATOMIC_RELAXED) != epoch;
+}
 
 ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
                        const uint8_t *epoch_table, uint32_t seq, uint64_t epoch) {
@@ -275,10 +296,7 @@ ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
 #else
     std::atomic_thread_fence(std::memory_order_acquire);
 #endif
-    const uint64_t *slot = reinterpret_cast<const uint64_t *>(epoch_table) +
-                           seq % kEpochSlots;
-    uint64_t now = __atomic_load_n(slot, __ATOMIC_RELAXED);
-    return now == epoch ? ReadResult::OK : ReadResult::CANCELLED;
+    return epoch_moved(epoch_table, seq, epoch) ? ReadResult::CANCELLED : ReadResult::OK;
 }
 
 ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,
@@ -328,9 +346,9 @@ ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
         ssize_t got = process_vm_readv(pid, l, n, r, n, 0);
         if (got < 0) {
             if (errno == EINTR) continue;
-            return classify(errno, err);
+            return read_failed(pid, rts, errno, err);
         }
-        if (got == 0) return classify(EFAULT, err);
+        if (got == 0) return read_failed(pid, rts, EFAULT, err);
         done += static_cast<uint64_t>(got);
     }
     return epoch == rts.epoch ? ReadResult::OK : ReadResult::CANCELLED;

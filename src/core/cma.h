@@ -178,9 +178,15 @@ enum class ReadResult {
 };
 
 /** Read bytes [off, off + len) of the sender's buffer (rts) from pid into
- *  dst + off, then the sender's epoch. */
+ *  dst + off, then the sender's epoch. A read that fails (EFAULT: the
+ *  sender's user unmapped the buffer of a withdrawn send) is CANCELLED when
+ *  the epoch moved. */
 ReadResult read(pid_t pid, const Rts &rts, uint64_t off, uint64_t len,
                 void *dst, int *err);
+
+/** The sender's epoch word for seq in its mapped table no longer holds
+ *  epoch: the send was withdrawn (its buffer may be gone). */
+bool epoch_moved(const uint8_t *epoch_table, uint32_t seq, uint64_t epoch);
 
 /** Copy len bytes from src (a mapping of the sender's region) to dst, then
  *  check the sender's epoch word for seq in its mapped table. */

@@ -142,6 +142,12 @@ cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
                                     rts.seq, rts.epoch);
         }
         const int e = errno;
+        if (epochs != nullptr && cma::epoch_moved(epochs, rts.seq, rts.epoch)) {
+            // Withdrawn: its user may have freed the region (ENOENT, its fd
+            // closed), which says nothing about mapping this rank's next.
+            *err = 0;
+            return cma::ReadResult::CANCELLED;
+        }
         if (e == EACCES || e == EPERM || e == ENOENT || e == ENOSYS) {
             P2P_LOG(P2P_LOG_INFO, "comm %u: cannot map rank %u's memory (%s); "
                     "reading it with process_vm_readv", id_, src, std::strerror(e));

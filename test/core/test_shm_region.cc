@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -140,4 +141,26 @@ TEST(ShmRegion, PeerMapsDropRegionsTheOwnerClosed) {
     EXPECT_EQ(0u, maps.drop_closed(getpid(), 3, keep));
     EXPECT_EQ(1u, maps.drop_closed(getpid(), 4, nullptr));
     EXPECT_EQ(1u, maps.size());
+}
+
+// A withdrawn send's user may unmap its buffer before the receiver reads:
+// the read faults, and the moved epoch says it was withdrawn (CANCELLED),
+// not that reading failed. With the epoch unmoved it is a failure.
+TEST(ShmRegion, FaultingReadOfAWithdrawnSendIsCancelled) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void *gone = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, gone);
+    ASSERT_EQ(0, munmap(gone, page));
+    uint64_t epoch = 5;
+    cma::Rts rts{};
+    rts.addr = reinterpret_cast<uint64_t>(gone);
+    rts.length = 100;
+    rts.epoch_addr = reinterpret_cast<uint64_t>(&epoch);
+    rts.epoch = 5;
+    std::vector<uint8_t> dst(100, 0);
+    int err = 0;
+    EXPECT_EQ(cma::ReadResult::FAILED, cma::read(getpid(), rts, 0, 100, dst.data(), &err));
+    EXPECT_EQ(EFAULT, err);
+    epoch = 6;  // the sender withdrew the send
+    EXPECT_EQ(cma::ReadResult::CANCELLED, cma::read(getpid(), rts, 0, 100, dst.data(), &err));
 }

@@ -3,6 +3,7 @@
 #include <ucxp2p/p2p_mem.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace mp {
@@ -193,8 +195,14 @@ RegBuf::RegBuf(p2p_context_h ctx, size_t bytes, uint8_t fill, Alloc how)
         std::memset(data_, fill, alloc);
         return;
     }
-    MP_CHECK(posix_memalign(&p, 4096, alloc) == 0, "out of memory (%zu B)",
-             alloc);
+    if (how == Alloc::pages) {
+        p = mmap(nullptr, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        MP_CHECK(p != MAP_FAILED, "mmap of %zu B: %s", alloc, std::strerror(errno));
+        pages_ = alloc;
+    } else {
+        MP_CHECK(posix_memalign(&p, 4096, alloc) == 0, "out of memory (%zu B)",
+                 alloc);
+    }
     data_ = static_cast<uint8_t *>(p);
     std::memset(data_, fill, alloc);
     MP_OK(p2p_mem_register(ctx, data_, std::max<size_t>(bytes, 1), &mem_));
@@ -208,7 +216,16 @@ RegBuf::~RegBuf() {
     if (mem_ != nullptr) {
         p2p_mem_deregister(mem_);
     }
-    std::free(data_);
+    give_back();
+}
+
+void RegBuf::give_back() {
+    if (pages_ != 0) {
+        if (data_ != nullptr) munmap(data_, pages_);
+    } else {
+        std::free(data_);
+    }
+    data_ = nullptr;
 }
 
 void RegBuf::release() {
@@ -222,7 +239,7 @@ void RegBuf::free_now() {
         lib_mem_ = mem_ = nullptr;
     } else {
         if (mem_ != nullptr) release();
-        std::free(data_);
+        give_back();
     }
     data_ = nullptr;
 }

@@ -107,8 +107,9 @@ private:
 };
 
 /** Which memory a RegBuf is: env follows MP_ALLOC (lib: p2p_mem_alloc,
- *  else heap). */
-enum class Alloc { env, heap, lib };
+ *  else heap); pages: an anonymous mapping of its own, which free_now
+ *  unmaps (the heap may keep a freed block mapped). */
+enum class Alloc { env, heap, lib, pages };
 
 /** Page-aligned heap buffer registered with a context (RAII), or memory
  *  from p2p_mem_alloc (Alloc::lib, or MP_ALLOC=lib with Alloc::env). */
@@ -129,10 +130,13 @@ public:
     void free_now();
 
 private:
+    void give_back();  // free or unmap data_ (its registration is gone)
+
     uint8_t *data_ = nullptr;
     size_t size_ = 0;
     p2p_mem_h mem_ = nullptr;
     p2p_mem_h lib_mem_ = nullptr;  // p2p_mem_alloc's registration
+    size_t pages_ = 0;             // Alloc::pages: the mapping's length
 };
 
 /** One expected transfer of a planned exchange. */

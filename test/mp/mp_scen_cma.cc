@@ -11,6 +11,10 @@
  *       communicator down (the sends complete P2P_ERR_CANCELED) and
  *       overwrites the buffers; rank 1 posts its receives only then: they
  *       must fail (P2P_ERR_PEER_FAILURE), never deliver the new bytes as OK.
+ *       `freed`: rank 0 gives its buffers back instead (unmapped; with
+ *       MP_ALLOC=lib p2p_mem_free, which also closes the memfd the requests
+ *       name): the receives must fail the same way, although the sender's
+ *       address now faults.
  *   cma-split-wait  rank 0 posts a split-copy send and stops itself
  *       (SIGSTOP); only then does rank 1 post the receive, which answers
  *       the request, and shut its communicator down: the shutdown
@@ -147,12 +151,15 @@ void run_cma_fallback(int, char **) {
     r.finish();
 }
 
-void run_cma_withdraw(int, char **) {
+void run_cma_withdraw(int argc, char **argv) {
+    const bool freed = argc > 0 && std::strcmp(argv[0], "freed") == 0;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-withdraw");
     MP_CHECK(r.size() == 2, "cma-withdraw needs 2 ranks");
     const size_t kLen = size_t(1) << 20, kCount = 4;
-    RegBuf buf(r.ctx(), kLen * kCount, 0);
+    const char *alloc = std::getenv("MP_ALLOC");
+    const bool lib = alloc != nullptr && std::strcmp(alloc, "lib") == 0;
+    RegBuf buf(r.ctx(), kLen * kCount, 0, freed && !lib ? Alloc::pages : Alloc::env);
     std::vector<Xfer> ops;
     for (size_t k = 0; k < kCount; ++k) {
         ops.push_back({r.rank() == 0, 1 - r.rank(), static_cast<uint32_t>(k),
@@ -168,7 +175,11 @@ void run_cma_withdraw(int, char **) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         MP_OK(p2p_comm_shutdown(r.comm()));
         collect(r.comm(), ops, 30, withdrawn_check);
-        std::memset(buf.data(), 0x5A, kLen * kCount);  // the user owns it again
+        if (freed) {
+            buf.free_now();  // the user owns it again: gone
+        } else {
+            std::memset(buf.data(), 0x5A, kLen * kCount);  // the user owns it again
+        }
         r.barrier();  // rank 1 may receive now
         r.barrier();  // rank 1 is done
     } else {
@@ -181,7 +192,7 @@ void run_cma_withdraw(int, char **) {
         collect(r.comm(), ops, 30, withdrawn_check);
         r.barrier();
     }
-    buf.release();
+    if (!freed || r.rank() == 1) buf.release();
     say("cma-withdraw ok");
     r.finish();
 }

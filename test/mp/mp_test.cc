@@ -263,6 +263,24 @@ TEST_P(MpTest, SingleCopyMappedWithdrawnSends2Ranks) {
     EXPECT_GE(count(out, "-byte region of rank 0"), 1u) << out;
 }
 
+// The withdrawn sends' buffers given back (unmapped, and with MP_ALLOC=lib
+// the memfd closed) before the receives read them: still
+// P2P_ERR_PEER_FAILURE, not a transport error, and no "cannot map" (the
+// closed memfd says nothing about the next regions of that rank).
+TEST_P(MpTest, SingleCopyWithdrawnSendsFreedBuffers2Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    for (const char *alloc : {"MP_ALLOC=heap", "MP_ALLOC=lib"}) {
+        RunSpec s;
+        s.args = {"cma-withdraw", "freed"};
+        s.env = {alloc, "P2P_LOG_LEVEL=info"};
+        const std::string out = expect_pass(s, "cma-withdraw ok");
+        EXPECT_EQ(0u, count(out, "cannot map")) << alloc << "\n" << out;
+        EXPECT_EQ(0u, count(out, "single-copy read of")) << alloc << "\n" << out;
+    }
+}
+
 // A receiver's mapping of a sender's p2p_mem_alloc region would keep its
 // memory alive after p2p_mem_free: it must be unmapped once freed.
 TEST_P(MpTest, SingleCopyMappedRegionsFreedAreUnmapped2Ranks) {
