@@ -138,9 +138,14 @@ Identity compute_identity() {
 
 }  // namespace
 
-const Identity &local_identity() {
-    static Identity id = compute_identity();
-    return id;
+Identity local_identity() {
+    static const Identity id = compute_identity();
+    // Peers read this pid's memory: a forked child inherits the rest (boot,
+    // pid namespace, the epoch table's fd and mapping) but is not its
+    // parent, whose bytes at the same addresses differ.
+    Identity mine = id;
+    mine.pid = static_cast<uint32_t>(getpid());
+    return mine;
 }
 
 bool process_gone(uint32_t pid) {

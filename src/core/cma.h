@@ -76,8 +76,9 @@ struct Identity {
 };
 
 /** This process' identity; enabled reflects P2P_CMA, UCX_TLS and a
- *  process_vm_readv self test. Computed once. */
-const Identity &local_identity();
+ *  process_vm_readv self test. Computed once, but for pid: a child made
+ *  with fork() after the library ran is another process to its peers. */
+Identity local_identity();
 
 /** Process pid of our pid namespace is gone, or a zombie nobody reaped
  *  yet (pid 0: never). What the liveness checks of same-host peers ask. */

@@ -27,6 +27,7 @@
  *   linger                the close handshake: an endpoint lingers until its peer closes its own
  *   linger-killed         a lingering endpoint whose peer dies is closed
  *   cma-split-destroy [late]  destroy with a split receive still in flight
+ *   cma-forked            rank 0 is a child forked after the library ran
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -166,7 +167,7 @@ int main(int argc, char **argv) {
         {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
         {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},
-        {"cma-map-free", mp::run_cma_map_free}};
+        {"cma-map-free", mp::run_cma_map_free}, {"cma-forked", mp::run_cma_forked}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {
             if (std::strcmp(argv[1], e.name) == 0) {

@@ -44,6 +44,11 @@
  *       while a receiver kept mappings of it. want: 1, or 0 where single
  *       copy is off (tcp): then none may be mapped. Then rank 0 leaves:
  *       within 10 s rank 1 must have unmapped its region and epoch table.
+ *   cma-forked  rank 0's process creates a communicator of its own (rank 0
+ *       of 1: the library works out its identity), destroys it and forks;
+ *       the child is rank 0 and sends 1 MiB that it wrote after the fork.
+ *       Rank 1 must read the child, not the parent (whose copy of the
+ *       buffer stayed zero).
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -53,6 +58,7 @@
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -431,6 +437,57 @@ void run_cma_map_free(int argc, char **argv) {
         MP_CHECK(st == P2P_ERR_TIMEOUT, "wait with nothing posted returned %d", st);
     }
     say("cma-map-free ok");
+    r.finish();
+}
+
+void run_cma_forked(int, char **) {
+    const char *env_rank = std::getenv("RANK");
+    const bool first = env_rank != nullptr && std::strcmp(env_rank, "0") == 0;
+    constexpr size_t kLen = size_t(1) << 20;  // single copy, also under auto
+    // Rank 0's send buffer exists before the fork: parent and child then
+    // hold different bytes at one address.
+    void *p = nullptr;
+    MP_CHECK(posix_memalign(&p, 4096, kLen) == 0, "out of memory (%zu B)", kLen);
+    uint8_t *buf = static_cast<uint8_t *>(p);
+    std::memset(buf, 0, kLen);
+    if (first) {
+        p2p_context_h ctx = nullptr;
+        p2p_bootstrap_h bs = nullptr;
+        p2p_comm_h comm = nullptr;
+        MP_OK(p2p_context_create(nullptr, &ctx));
+        MP_OK(p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+        MP_OK(p2p_comm_create(ctx, bs, &comm));
+        MP_OK(p2p_comm_destroy(comm));
+        MP_OK(p2p_bootstrap_destroy(bs));
+        MP_OK(p2p_context_destroy(ctx));
+        std::fflush(nullptr);
+        const pid_t child = fork();
+        MP_CHECK(child >= 0, "fork: %s", std::strerror(errno));
+        if (child > 0) {  // the parent only waits: the child is rank 0
+            int status = 0;
+            MP_CHECK(waitpid(child, &status, 0) == child, "waitpid: %s",
+                     std::strerror(errno));
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+        }
+    }
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-forked");
+    MP_CHECK(r.size() == 2, "cma-forked needs 2 ranks");
+    p2p_mem_h mem = nullptr;
+    MP_OK(p2p_mem_register(r.ctx(), buf, kLen, &mem));
+    const std::vector<Xfer> one = {{r.rank() == 0, 1 - r.rank(), 1, kLen, 0}};
+    if (r.rank() == 0) {
+        fill_pattern(buf, kLen, 0, 1, 1);
+        MP_OK(p2p_comm_send(r.comm(), 1, 1, buf, kLen, mem, ctx_of(0)));
+    } else {
+        MP_OK(p2p_comm_recv(r.comm(), 0, 1, buf, kLen, mem, ctx_of(0)));
+    }
+    collect(r.comm(), one, 60);
+    if (r.rank() == 1) check_pattern(buf, kLen, 0, 1, 1, "cma-forked");
+    r.barrier();
+    MP_OK(p2p_mem_deregister(mem));
+    std::free(buf);
+    say("cma-forked ok");
     r.finish();
 }
 

@@ -28,6 +28,7 @@ void run_stopped_peer(int argc, char **argv);
 void run_soak(int argc, char **argv);
 void run_comm_churn(int argc, char **argv);
 void run_cma_map_free(int argc, char **argv);
+void run_cma_forked(int argc, char **argv);
 void run_cancel(int argc, char **argv);
 void run_gone_churn(int argc, char **argv);
 void run_linger(int argc, char **argv);

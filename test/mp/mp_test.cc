@@ -287,6 +287,12 @@ TEST_P(MpTest, SingleCopyMappedRegionsFreedAreUnmapped2Ranks) {
     expect_scenario({"cma-map-free", "16", single_copy(GetParam()) ? "1" : "0"});
 }
 
+// Rank 0 is a process forked after its parent used the library: a peer
+// must read the child's memory, not the parent's.
+TEST_P(MpTest, SingleCopyFromAForkedChild2Ranks) {
+    expect_scenario({"cma-forked"});
+}
+
 // P2P_CMA_THRESH=auto: a stream of 64 KiB messages on one tensor id starts
 // through UCX, then the sender probes single copy (and may switch); the
 // receiver checks every message and their order.
