@@ -326,6 +326,16 @@ TEST(P2prunOutput, NoPrefixPassesOutputThrough) {
     EXPECT_EQ("hello\nhello\nhello\n", r2.out);
 }
 
+TEST(P2prunOutput, NoPrefixKeepsLongOutputWithoutNewlinesExact) {
+    // Binary data, or a progress bar redrawn with '\r' for a long time: over
+    // 64 KiB without a newline must not come out with newlines added.
+    TempDir dir;
+    Result r = run(dir, {"--no-prefix", "-n", "1", "head", "-c", "300000", "/dev/zero"});
+    ASSERT_EQ(0, r.code) << r.err;
+    EXPECT_EQ(300000u, r.out.size());
+    EXPECT_EQ(std::string::npos, r.out.find('\n'));
+}
+
 TEST(P2prunOutput, ProgramArgumentsAreNotParsedAsOptions) {
     TempDir dir;
     Result r = run(dir, {"-n", "1", "sh", "-c", "echo \"$0 $1\"", "-n", "--timeout"});

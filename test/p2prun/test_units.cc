@@ -138,6 +138,19 @@ TEST(P2prunLineRelay, OverlongPartialLineIsSplit) {
     EXPECT_TRUE(relay.pending().empty());
 }
 
+TEST(P2prunLineRelay, OverlongPartialLineWithoutPrefixKeepsBytesExact) {
+    Sink sink;
+    LineRelay relay(&sink.out, "");
+    std::string big(LineRelay::kMaxLine + 10, 'z');
+    relay.feed(big.data(), big.size());
+    relay.feed("tail", 4);
+    relay.finish();
+    std::string out = sink.take();
+    EXPECT_EQ(big.size() + 4, out.size());
+    EXPECT_EQ(std::string::npos, out.find('\n'));
+    EXPECT_TRUE(out == big + "tail");
+}
+
 TEST(P2prunOutputSink, NeverBlocksOnAFullPipeAndResumesWhenRead) {
     UniqueFd r, w;
     ASSERT_TRUE(make_pipe(&r, &w));  // both ends blocking

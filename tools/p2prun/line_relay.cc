@@ -19,7 +19,8 @@ void LineRelay::feed(const char *data, size_t len) {
         if (nl == nullptr) {
             partial_.append(data, len);
             if (partial_.size() >= kMaxLine) {
-                emit(partial_.data(), partial_.size(), true);
+                // Unprefixed output passes through byte for byte.
+                emit(partial_.data(), partial_.size(), !prefix_.empty());
                 partial_.clear();
             }
             break;

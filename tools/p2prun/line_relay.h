@@ -14,7 +14,8 @@ namespace p2prun {
 class LineRelay {
 public:
     // A partial line longer than this is written out as a line of its own so
-    // that a rank that never writes '\n' cannot exhaust memory.
+    // that a rank that never writes '\n' cannot exhaust memory (without a
+    // prefix, as it is: no '\n' is added).
     static constexpr size_t kMaxLine = 64 * 1024;
 
     // out: where lines go (not owned). prefix: e.g. "[3] " or "" for none.
