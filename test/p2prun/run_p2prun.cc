@@ -83,9 +83,13 @@ bool process_gone(pid_t pid) {
         return true;
     }
     // A zombie waiting for a reaper other than p2prun (e.g. init) is dead too.
+    return process_state(pid) == 'Z';
+}
+
+char process_state(pid_t pid) {
     std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
     size_t paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+    return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
 }
 
 std::vector<std::string> split_lines(const std::string &text) {
@@ -107,7 +111,7 @@ std::vector<std::string> split_lines(const std::string &text) {
 
 P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
                const std::vector<std::string> &env, const std::vector<std::string> &unset,
-               int stdout_fd, const std::vector<int> &ignored) {
+               int stdout_fd, const std::vector<int> &ignored, bool own_group) {
     static int seq = 0;
     ++seq;
     out_path_ = dir.file("p2prun.out." + std::to_string(seq));
@@ -143,11 +147,14 @@ P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
         // test runner inherited (under nohup or a script's `&`, p2prun keeps
         // ignoring what it was started ignoring), then those the test wants
         // ignored.
-        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2}) {
+        for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2, SIGTSTP}) {
             signal(sig, SIG_DFL);
         }
         for (int sig : ignored) {
             signal(sig, SIG_IGN);
+        }
+        if (own_group) {
+            ::setpgid(0, 0);
         }
         ::execv(argv[0], argv.data());
         ::_exit(251);

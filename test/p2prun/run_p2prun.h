@@ -44,11 +44,13 @@ public:
     // (or NAME= with empty value) in p2prun's environment; unset: names removed.
     // stdout_fd: p2prun's stdout when >= 0 (Result::out is empty then).
     // p2prun starts with the signals it handles at their defaults, except
-    // those in ignored (SIG_IGN).
+    // those in ignored (SIG_IGN). own_group: p2prun runs in a process group
+    // of its own, as a shell with job control starts a job (then SIGTSTP
+    // stops it: its group is not orphaned, the test is its parent).
     P2prun(const TempDir &dir, const std::vector<std::string> &args,
            const std::vector<std::string> &env = {},
            const std::vector<std::string> &unset = {}, int stdout_fd = -1,
-           const std::vector<int> &ignored = {});
+           const std::vector<int> &ignored = {}, bool own_group = false);
     ~P2prun();
     P2prun(const P2prun &) = delete;
     P2prun &operator=(const P2prun &) = delete;
@@ -74,6 +76,9 @@ bool file_exists(const std::string &path);
 bool wait_for_files(const std::vector<std::string> &paths, double deadline_s);
 // True when the process is gone or a zombie (not running).
 bool process_gone(pid_t pid);
+// The state letter of /proc/PID/stat ('R', 'S', 'T' when stopped, ...);
+// 0 when the process is gone.
+char process_state(pid_t pid);
 std::vector<std::string> split_lines(const std::string &text);
 
 } // namespace p2prun_test

@@ -306,3 +306,40 @@ TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.0"))));
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.1"))));
 }
+
+// Ctrl-Z: the shell stops p2prun's group, which the ranks, in groups of their
+// own, are not part of. p2prun stops them with itself and resumes them when it
+// is continued, as a job run in the foreground would be.
+TEST(P2prunSignalStop, SuspendsAndResumesTheRanks) {
+    TempDir dir;
+    // exec: the recorded pid is the sleeping rank, which forks nothing (a
+    // shell stopped in vfork would show 'D', not 'T').
+    const std::string script = "echo $$ > " + dir.file("rank.$RANK.tmp") + " && mv " +
+                               dir.file("rank.$RANK.tmp") + " " + dir.file("rank.$RANK") +
+                               " && exec sleep 60";
+    P2prun p(dir, {"-n", "2", "sh", "-c", script}, {}, {}, -1, {}, true);
+    ASSERT_TRUE(wait_for_files({dir.file("rank.0"), dir.file("rank.1")}, 10));
+    const pid_t procs[] = {p.pid(), read_pid(dir.file("rank.0")), read_pid(dir.file("rank.1"))};
+    // Waits (bounded) until every one of procs is stopped (or none is).
+    auto wait_all = [&](bool stopped) {
+        double t0 = now_s();
+        for (;;) {
+            bool all = true;
+            for (pid_t pid : procs) {
+                all = all && (process_state(pid) == 'T') == stopped;
+            }
+            if (all || now_s() - t0 > 10) return all;
+            ::usleep(10000);
+        }
+    };
+    ASSERT_EQ(0, ::kill(p.pid(), SIGTSTP));
+    EXPECT_TRUE(wait_all(true)) << "p2prun " << process_state(procs[0]) << ", ranks "
+                                << process_state(procs[1]) << process_state(procs[2]);
+    ASSERT_EQ(0, ::kill(p.pid(), SIGCONT));
+    EXPECT_TRUE(wait_all(false)) << "p2prun " << process_state(procs[0]) << ", ranks "
+                                 << process_state(procs[1]) << process_state(procs[2]);
+    ASSERT_EQ(0, ::kill(p.pid(), SIGTERM));
+    Result r = p.wait(20);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(128 + SIGTERM, r.code) << r.err;
+}

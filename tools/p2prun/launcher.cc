@@ -296,6 +296,16 @@ void Launcher::on_signal(int signo) {
         reap();
         return;
     }
+    if (signo == SIGTSTP) {
+        // Ctrl-Z stops only p2prun's group: stop the ranks' groups with it,
+        // and resume them when the shell continues p2prun (fg, bg).
+        signal_all(SIGTSTP);
+        out_.flush();
+        err_.flush();
+        signals_.stop_self();
+        signal_all(SIGCONT);
+        return;
+    }
     const char *name = ::strsignal(signo);
     say("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
            "), forwarding it to the ranks");

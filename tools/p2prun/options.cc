@@ -89,7 +89,8 @@ std::string usage_text() {
            "program cannot be run, 128+signal when p2prun is signalled, 2 on\n"
            "usage errors.\n"
            "signals: INT, TERM, HUP, ALRM and QUIT are forwarded to the ranks and\n"
-           "end the job (QUIT is followed by TERM); USR1 and USR2 are forwarded only.\n";
+           "end the job (QUIT is followed by TERM); USR1 and USR2 are forwarded only;\n"
+           "TSTP (Ctrl-Z) stops the ranks with p2prun, which resumes them when continued.\n";
 }
 
 ParseResult parse_options(int argc, const char *const *argv, Options *opts,

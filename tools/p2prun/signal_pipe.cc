@@ -7,9 +7,10 @@ namespace p2prun {
 
 namespace {
 
-// Every signal that is commonly sent to a job and would otherwise end p2prun
+// Every signal that is commonly sent to a job and would otherwise end (or stop) p2prun
 // and leave the ranks, which run in groups of their own, behind.
-const int kCaught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2};
+const int kCaught[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                       SIGALRM, SIGUSR1, SIGUSR2, SIGTSTP};
 int g_write_fd = -1;  // for the async-signal handler only
 // Signals ignored when p2prun started (nohup, `&` in a script): they stay
 // ignored, for p2prun and the ranks, as they would across an exec.
@@ -83,6 +84,20 @@ SignalPipe::~SignalPipe() {
     if (installed_) {
         g_write_fd = -1;
     }
+}
+
+void SignalPipe::stop_self() {
+    struct sigaction dfl, old;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    if (::sigaction(SIGTSTP, &dfl, &old) != 0) {
+        return;
+    }
+    // Delivered before raise returns: the kernel stops p2prun here, or
+    // discards it when no shell is left to continue the group (orphaned).
+    ::raise(SIGTSTP);
+    ::sigaction(SIGTSTP, &old, nullptr);
 }
 
 std::vector<int> SignalPipe::drain() {

@@ -1,5 +1,5 @@
-// p2prun: turns SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1
-// and SIGUSR2 into bytes on a pipe that the event loop polls (the self-pipe
+// p2prun: turns SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM, SIGUSR1,
+// SIGUSR2 and SIGTSTP into bytes on a pipe that the event loop polls (the self-pipe
 // pattern), and ignores SIGPIPE. A signal other than SIGCHLD that was ignored
 // when p2prun started (nohup, a script's `&`) stays ignored, and the ranks
 // inherit that. The old dispositions come back when the object is destroyed.
@@ -31,6 +31,10 @@ public:
 
     // Drains the pipe; returns the signals received, in order.
     std::vector<int> drain();
+
+    // Stops p2prun as SIGTSTP does by default (not in an orphaned process
+    // group); returns once it is continued.
+    void stop_self();
 
     // Signals whose disposition children must get back to default (p2prun
     // ignores or catches them; not those inherited ignored); for
