@@ -88,6 +88,16 @@ TEST(P2prunOptions, ParsesAllOptions) {
     EXPECT_EQ(std::vector<std::string>{"--prog"}, d.argv);
 }
 
+// mpirun's spelling: read as "-n" with the value "p" it was rejected as an
+// invalid number of ranks 'p'.
+TEST(P2prunOptions, AcceptsMpirunsDashNp) {
+    Options o;
+    std::string err;
+    ASSERT_EQ(ParseResult::kRun, parse({"-np", "3", "prog"}, &o, &err)) << err;
+    EXPECT_EQ(3, o.nranks);
+    EXPECT_EQ(std::vector<std::string>{"prog"}, o.argv);
+}
+
 TEST(P2prunOptions, RejectsBadInputWithoutTouchingOutput) {
     for (auto args : std::vector<std::vector<std::string>>{
              {"-n", "1025", "p"}, {"-n", "4x", "p"}, {"-n", " 4", "p"}, {"--grace", "nan", "-n", "1", "p"},

@@ -72,7 +72,7 @@ std::string usage_text() {
            "P2P_BOOTSTRAP=tcp, P2P_IF_IP=127.0.0.1; an inherited P2P_IFNAME is\n"
            "removed), and a second free port as MASTER_PORT for PyTorch code.\n"
            "options:\n"
-           "  -n, --np N            number of ranks (1.." +
+           "  -n, --np, -np N       number of ranks (1.." +
            std::to_string(kMaxRanks) +
            ")\n"
            "  -x NAME=VALUE         add NAME=VALUE to every rank's environment\n"
@@ -127,6 +127,8 @@ ParseResult parse_options(int argc, const char *const *argv, Options *opts,
         bool has_value = false;
         if (arg.compare(0, 2, "--") == 0) {
             split_long(arg, &name, &value, &has_value);
+        } else if (arg == "-np") {
+            name = arg;  // mpirun's spelling; as "-n" + "p" it was a bad count
         } else {
             // Short option: "-n4" is "-n" with value "4".
             name = arg.substr(0, 2);
@@ -140,7 +142,7 @@ ParseResult parse_options(int argc, const char *const *argv, Options *opts,
                 return ParseResult::kError;
             }
             return ParseResult::kHelp;
-        } else if (name == "-n" || name == "--np") {
+        } else if (name == "-n" || name == "--np" || name == "-np") {
             if (!take_value(name, has_value, value, &value)) {
                 return ParseResult::kError;
             }
