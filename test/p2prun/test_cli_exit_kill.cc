@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -342,4 +343,48 @@ TEST(P2prunSignalStop, SuspendsAndResumesTheRanks) {
     Result r = p.wait(20);
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(128 + SIGTERM, r.code) << r.err;
+}
+
+// A terminal's Ctrl-C sends SIGINT to its foreground group: the shell running
+// a script and the p2prun it waits for. bash then goes on with the script
+// unless that child died of the signal (it takes an exit status of 130 for a
+// program that handled SIGINT and went on), so p2prun must end by the
+// signal itself for Ctrl-C to stop a script that runs jobs in a loop.
+TEST(P2prunSignalShell, CtrlCStopsTheScriptThatRunsP2prun) {
+    TempDir dir;
+    const std::string script =
+        "for i in 1 2; do I=$i \"$P\" -n 1 sh -c 'touch \"$D/started.$I\"; exec sleep 5'; "
+        "done; touch \"$D/after\"";
+    pid_t bash = ::fork();
+    ASSERT_GE(bash, 0);
+    if (bash == 0) {
+        ::setpgid(0, 0);  // the terminal's foreground job
+        ::setenv("P", p2prun_path().c_str(), 1);
+        ::setenv("D", dir.path().c_str(), 1);
+        for (int sig : {SIGINT, SIGQUIT}) signal(sig, SIG_DFL);
+        ::execlp("bash", "bash", "-c", script.c_str(), static_cast<char *>(nullptr));
+        ::_exit(127);
+    }
+    bool started = wait_for_files({dir.file("started.1")}, 10);
+    if (started) {
+        ::kill(-bash, SIGINT);  // Ctrl-C
+    }
+    int status = 0;
+    double t0 = now_s();
+    while (::waitpid(bash, &status, WNOHANG) == 0) {
+        if (now_s() - t0 > 20) {
+            ::kill(-bash, SIGKILL);
+            ::waitpid(bash, &status, 0);
+            break;
+        }
+        ::usleep(10000);
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+        GTEST_SKIP() << "no bash";
+    }
+    ASSERT_TRUE(started) << "the first job did not start";
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
+        << "bash did not end by SIGINT: status " << status;
+    EXPECT_FALSE(file_exists(dir.file("started.2"))) << "the loop went on after Ctrl-C";
+    EXPECT_FALSE(file_exists(dir.file("after"))) << "the script went on after Ctrl-C";
 }

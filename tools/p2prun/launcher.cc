@@ -315,6 +315,9 @@ void Launcher::on_signal(int signo) {
     }
     ++user_signals_;
     stopping_ = true;
+    if (exit_code_ < 0) {
+        exit_signal_ = signo;
+    }
     set_exit_code(128 + signo);
     bool first = phase_ == Phase::kRunning;
     if (signo == SIGQUIT) {

@@ -27,6 +27,10 @@ public:
     // Runs the job to completion; returns p2prun's exit status.
     int run();
 
+    // The signal that ended the job and set the exit status (128+signal);
+    // 0 when none did. p2prun ends by it once the Launcher is gone.
+    int exit_signal() const { return exit_signal_; }
+
 private:
     using Clock = std::chrono::steady_clock;
 
@@ -85,6 +89,7 @@ private:
     std::unordered_map<pid_t, int> rank_of_pid_;  // ranks not reaped yet
     Phase phase_ = Phase::kRunning;
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
+    int exit_signal_ = 0;  // the signal, when one set exit_code_
     int user_signals_ = 0;
     bool term_sent_ = false;  // SIGTERM went to all groups
     bool have_timeout_ = false;

@@ -4,7 +4,11 @@
 #include "options.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <cstdio>
 #include <string>
@@ -21,6 +25,25 @@ void ensure_std_fds() {
                 ::close(n);  // lower fd already open: nothing to fill
             }
         }
+    }
+}
+
+// Ends p2prun by sig, as sig would have without p2prun's handler. A shell
+// tells a job killed by SIGINT from one that handled it and exited 130: bash
+// goes on with the script after the latter, so Ctrl-C would not stop a loop.
+void die_by_signal(int sig) {
+#ifdef __linux__
+    (void)::prctl(PR_SET_DUMPABLE, 0);  // SIGQUIT: no core of p2prun's own
+#endif
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    if (::sigaction(sig, &dfl, nullptr) == 0 &&
+        ::sigprocmask(SIG_UNBLOCK, &set, nullptr) == 0) {
+        ::raise(sig);
     }
 }
 
@@ -45,5 +68,15 @@ int main(int argc, char **argv) {
     case p2prun::ParseResult::kRun:
         break;
     }
-    return p2prun::Launcher(std::move(opts)).run();
+    int code = 0;
+    int sig = 0;
+    {
+        p2prun::Launcher launcher(std::move(opts));
+        code = launcher.run();
+        sig = launcher.exit_signal();
+    }  // the ranks are gone, the handlers restored
+    if (sig != 0) {
+        die_by_signal(sig);
+    }
+    return code;  // 128+sig if the signal did not end p2prun
 }
