@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -387,4 +388,30 @@ TEST(P2prunSignalShell, CtrlCStopsTheScriptThatRunsP2prun) {
         << "bash did not end by SIGINT: status " << status;
     EXPECT_FALSE(file_exists(dir.file("started.2"))) << "the loop went on after Ctrl-C";
     EXPECT_FALSE(file_exists(dir.file("after"))) << "the script went on after Ctrl-C";
+}
+
+// p2prun raises its own soft limit on open files to hold two pipes per rank;
+// the ranks get the user's limit, not p2prun's (a program using select()
+// relies on a soft limit of at most 1024, FD_SETSIZE).
+TEST(P2prunLimits, RanksKeepTheOpenFileLimitP2prunWasGiven) {
+    TempDir dir;
+    struct rlimit saved;
+    ASSERT_EQ(0, ::getrlimit(RLIMIT_NOFILE, &saved));
+    const int kRanks = 60;  // p2prun needs more than 2 * 60 descriptors
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 2 * kRanks + 64) {
+        GTEST_SKIP() << "hard limit on open files too low";
+    }
+    struct rlimit low = saved;
+    low.rlim_cur = 64;
+    ASSERT_EQ(0, ::setrlimit(RLIMIT_NOFILE, &low));  // inherited by p2prun
+    P2prun p(dir, {"-n", std::to_string(kRanks), "--no-prefix", "sh", "-c", "ulimit -n"});
+    ASSERT_EQ(0, ::setrlimit(RLIMIT_NOFILE, &saved));
+    Result r = p.wait(60);
+    ASSERT_FALSE(r.timed_out);
+    ASSERT_EQ(0, r.code) << r.err;
+    std::string expected;
+    for (int i = 0; i < kRanks; ++i) {
+        expected += "64\n";
+    }
+    EXPECT_EQ(expected, r.out);
 }

@@ -55,7 +55,8 @@ bool place_fd(int fd, int target) {
 // the errno of a failure on report_fd and exits 127; on success the exec
 // closes report_fd (close-on-exec) and the parent reads nothing.
 [[noreturn]] void exec_child(pid_t parent, const sigset_t &defaults, char *const argv[],
-                             char *const envp[], int out_fd, int err_fd, int report_fd) {
+                             char *const envp[], int out_fd, int err_fd,
+                             const struct rlimit *nofile, int report_fd) {
     int err = 0;
     // The rank dies with p2prun even when p2prun cannot act (SIGKILL, the
     // OOM killer): SIGKILL, because nobody is left to escalate from a
@@ -83,9 +84,14 @@ bool place_fd(int fd, int target) {
             err = errno;
         } else {
             if (null_fd != 0) ::close(null_fd);
-            ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-            ::execvpe(argv[0], argv, envp);
-            err = errno;
+            // The user's limit last: p2prun's open fds may exceed it.
+            if (nofile != nullptr && ::setrlimit(RLIMIT_NOFILE, nofile) != 0) {
+                err = errno;
+            } else {
+                ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+                ::execvpe(argv[0], argv, envp);
+                err = errno;
+            }
         }
     }
     ssize_t w;
@@ -98,7 +104,8 @@ bool place_fd(int fd, int target) {
 } // namespace
 
 int ChildProcess::spawn(const std::vector<std::string> &argv,
-                        const std::vector<std::string> &env, int out_fd, int err_fd) {
+                        const std::vector<std::string> &env, int out_fd, int err_fd,
+                        const struct rlimit *nofile) {
     if (pid_ > 0 || argv.empty()) {
         return EINVAL;
     }
@@ -118,7 +125,7 @@ int ChildProcess::spawn(const std::vector<std::string> &argv,
         pid = ::fork();
         if (pid == 0) {
             ::close(report[0]);
-            exec_child(parent, defaults, cargv.data(), cenv.data(), out_fd, err_fd,
+            exec_child(parent, defaults, cargv.data(), cenv.data(), out_fd, err_fd, nofile,
                        report[1]);
         }
         fork_err = errno;

@@ -4,6 +4,7 @@
 #ifndef P2PRUN_CHILD_PROCESS_H
 #define P2PRUN_CHILD_PROCESS_H
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <string>
@@ -20,11 +21,12 @@ public:
 
     // Starts argv[0] (searched in PATH) with exactly `env`, stdin from
     // /dev/null, stdout/stderr on out_fd/err_fd, in a new process group,
-    // with SIGKILL as its parent-death signal (it dies with p2prun).
+    // with SIGKILL as its parent-death signal (it dies with p2prun), and
+    // with *nofile as its RLIMIT_NOFILE when given (p2prun's own was raised).
     // Returns 0, or the errno of the failure (ENOENT when the program cannot
     // be found: the exec error is reported, no process is left).
     int spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
-              int out_fd, int err_fd);
+              int out_fd, int err_fd, const struct rlimit *nofile = nullptr);
 
     pid_t pid() const { return pid_; }
     bool running() const { return pid_ > 0 && !reaped_; }

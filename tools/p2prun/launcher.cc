@@ -48,7 +48,8 @@ std::string format_seconds(double s) {
 }
 
 // Each rank needs two pipe ends open in p2prun; raise the soft limit if needed.
-bool ensure_fd_limit(int nranks, std::string *error) {
+// *raised: whether it was; *saved then holds the limit to give the ranks.
+bool ensure_fd_limit(int nranks, std::string *error, bool *raised, struct rlimit *saved) {
     rlim_t need = static_cast<rlim_t>(nranks) * 2 + 32;
     struct rlimit rl;
     if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
@@ -60,11 +61,13 @@ bool ensure_fd_limit(int nranks, std::string *error) {
                      std::to_string(nranks) + " ranks";
             return false;
         }
+        *saved = rl;
         rl.rlim_cur = need;
         if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
             *error = std::string("setrlimit: ") + std::strerror(errno);
             return false;
         }
+        *raised = true;
     }
     return true;
 }
@@ -87,7 +90,8 @@ void Launcher::set_exit_code(int code) {
 }
 
 bool Launcher::prepare(std::string *error) {
-    if (!signals_.install(error) || !ensure_fd_limit(opts_.nranks, error)) {
+    if (!signals_.install(error) ||
+        !ensure_fd_limit(opts_.nranks, error, &nofile_raised_, &rank_nofile_)) {
         return false;
     }
 #ifdef __linux__
@@ -132,7 +136,8 @@ bool Launcher::start_ranks() {
             return false;
         }
         int rc = rank->proc.spawn(opts_.argv, rank_environment(environ, job, r, opts_.env),
-                                  out_w.get(), err_w.get());
+                                  out_w.get(), err_w.get(),
+                                  nofile_raised_ ? &rank_nofile_ : nullptr);
         if (rc != 0) {
             say("cannot run '" + opts_.argv[0] + "': " + std::strerror(rc));
             set_exit_code(127);

@@ -91,6 +91,9 @@ private:
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
     int exit_signal_ = 0;  // the signal, when one set exit_code_
     int user_signals_ = 0;
+    // RLIMIT_NOFILE as p2prun got it, for the ranks, when p2prun raised its own.
+    bool nofile_raised_ = false;
+    struct rlimit rank_nofile_ {};
     bool term_sent_ = false;  // SIGTERM went to all groups
     bool have_timeout_ = false;
     Clock::time_point timeout_at_{};
