@@ -305,6 +305,9 @@ TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(130, r.code) << r.err;
     EXPECT_LT(now_s() - second, 3.0);
+    // The report says why SIGKILL came early, not that the grace ran out.
+    EXPECT_EQ(std::string::npos, r.err.find("after 20 s")) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("on a second signal, sending SIGKILL")) << r.err;
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.0"))));
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.1"))));
 }

@@ -213,13 +213,12 @@ bool Launcher::all_groups_gone() {
     return all_reaped() && !any_group_alive();
 }
 
-void Launcher::escalate_to_kill() {
+void Launcher::escalate_to_kill(const std::string &why) {
     if (phase_ == Phase::kKillSent) {
         return;
     }
     if (!all_reaped()) {
-        say("ranks still running after " + format_seconds(opts_.grace_s) +
-               " s, sending SIGKILL");
+        say("ranks still running " + why + ", sending SIGKILL");
     }
     phase_ = Phase::kKillSent;
     signal_all(SIGKILL);
@@ -337,7 +336,7 @@ void Launcher::on_signal(int signo) {
         }
     }
     if (!first && user_signals_ > 1) {
-        escalate_to_kill();  // asked twice: do not wait for the grace period
+        escalate_to_kill("on a second signal");  // do not wait for the grace period
     }
 }
 
@@ -438,7 +437,7 @@ void Launcher::event_loop() {
             }
         }
         if (phase_ == Phase::kTermSent && now >= kill_at_) {
-            escalate_to_kill();
+            escalate_to_kill("after " + format_seconds(opts_.grace_s) + " s");
         } else if (phase_ == Phase::kKillSent && now >= give_up_at_) {
             if (!all_groups_gone()) {
                 say("some rank processes did not die after SIGKILL; giving up on them");
@@ -473,7 +472,7 @@ void Launcher::event_loop() {
             say(std::string("poll: ") + std::strerror(errno));
             set_exit_code(1);
             begin_termination();
-            escalate_to_kill();
+            escalate_to_kill("after a poll error");
             break;
         }
         for (size_t i = 3; i < fds.size(); ++i) {

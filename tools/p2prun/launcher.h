@@ -61,7 +61,8 @@ private:
     // Reads one chunk; true when data came (more may follow).
     bool read_stream(Stream *s);
     void begin_termination();
-    void escalate_to_kill();
+    // why: what cut the grace short, or "after N s" ("ranks still running <why>").
+    void escalate_to_kill(const std::string &why);
     void signal_all(int sig);
     bool all_reaped() const;
     // Marks the groups of reaped ranks that /proc shows empty.
