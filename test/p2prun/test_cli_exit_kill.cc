@@ -418,3 +418,28 @@ TEST(P2prunLimits, RanksKeepTheOpenFileLimitP2prunWasGiven) {
     }
     EXPECT_EQ(expected, r.out);
 }
+
+// A zombie is dead: one left in a rank's group by a parent that moved out
+// of the group (setsid) and never reaps it is no process to wait for.
+TEST(P2prunExit, ZombieLeftInARanksGroupDoesNotHoldTheJob) {
+    TempDir dir;
+    const std::string d = dir.path();
+    // The rank's child forks `sleep 30` (in the rank's group), leaves the
+    // group with setsid and sleeps on without reaping it; once it has left,
+    // the rank exits. The group's sleep, killed, stays a zombie.
+    const std::string script =
+        "sh -c 'sleep 30 & echo $! > " + d + "/b; exec setsid sh -c \"echo \\$\\$ > " + d +
+        "/a.tmp && mv " + d + "/a.tmp " + d + "/a; exec sleep 60\"' & until [ -e " + d +
+        "/a ]; do sleep 0.02; done; exit 0";
+    P2prun p(dir, {"-n", "1", "--grace", "20", "sh", "-c", script});
+    Result r = p.wait(60);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(0, r.code) << r.err;
+    EXPECT_LT(r.seconds, 15.0) << "waited out the grace period for a zombie";
+    EXPECT_EQ(std::string::npos, r.err.find("did not die")) << r.err;
+    for (const char *f : {"a", "b"}) {
+        pid_t pid = read_pid(dir.file(f));
+        ASSERT_GT(pid, 0) << f;
+        EXPECT_TRUE(process_gone(pid)) << f << " (pid " << pid << ") outlived p2prun";
+    }
+}

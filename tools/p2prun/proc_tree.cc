@@ -37,7 +37,7 @@ bool read_stat(pid_t pid, ProcEntry *e) {
         std::sscanf(stat.c_str() + close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) {
         return false;
     }
-    *e = ProcEntry{pid, static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)};
+    *e = ProcEntry{pid, static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp), state == 'Z'};
     return true;
 }
 
@@ -100,7 +100,7 @@ size_t kill_descendants(int rounds) {
 std::set<pid_t> groups_with_members(const std::vector<ProcEntry> &procs) {
     std::set<pid_t> groups;
     for (const ProcEntry &e : procs) {
-        if (e.pid != e.pgrp) {
+        if (e.pid != e.pgrp && !e.zombie) {
             groups.insert(e.pgrp);
         }
     }

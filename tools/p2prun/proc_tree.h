@@ -14,14 +14,17 @@ struct ProcEntry {
     pid_t pid;
     pid_t ppid;
     pid_t pgrp;
+    bool zombie;  // exited, not reaped yet
 };
 
 // Every process whose chain of parents leads to this one (zombies included).
 // A snapshot: processes start and end while /proc is read.
 std::vector<ProcEntry> list_descendants();
 
-// The process groups that have a member other than their leader among `procs`
-// (the group of a rank whose leader exited, say).
+// The process groups that have a live member other than their leader among
+// `procs` (the group of a rank whose leader exited, say). Zombies do not
+// count: nothing is left of them to signal, and a parent that left the group
+// (setsid) may never reap one.
 std::set<pid_t> groups_with_members(const std::vector<ProcEntry> &procs);
 
 // SIGKILLs and reaps every descendant (those that left the ranks' groups
