@@ -509,9 +509,12 @@ void Comm::close_ep(ucp_ep_h *ep, bool force) {
 }
 
 void Comm::shutdown() {
-    shut_.store(true);
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        // Raised under the lock, which a post holds from its check of the
+        // flag until its entry is queued or counted pending: a wait that
+        // sees the flag sees every entry still to come (comm_wait.cc).
+        shut_.store(true);
         // A single-copy send waits on a receive (its ACK): cancel that.
         // A split receive whose tail the sender may be writing is left to
         // finish (core/cma.h): its WDONE comes, or the sender is gone.

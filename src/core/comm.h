@@ -506,7 +506,7 @@ private:
     uint32_t probe_misses_ = 0;
     uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
-    std::atomic<bool> shut_{false};
+    std::atomic<bool> shut_{false};  // raised under the worker lock (shutdown)
     // shutdown() waited (up to its deadline) once: later calls, destroy's
     // among them, do not wait again for what did not end then.
     std::atomic<bool> shutdown_waited_{false};

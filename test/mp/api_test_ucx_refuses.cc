@@ -5,14 +5,19 @@
  * executable comes first in symbol lookup) and they pass through to UCX's
  * (dlsym RTLD_NEXT) unless a test has armed a refusal. Each test checks
  * what the status promises: nothing made, nothing posted, the handle
- * untouched, and the same call succeeding once UCX agrees again.
+ * untouched, and the same call succeeding once UCX agrees again. It also
+ * defines ucp_tag_send_nbx, to hold one send inside UCX (the worker lock
+ * held) while another thread shuts the communicator down: a race no
+ * timing provokes reliably.
  */
 #include "api_util.h"
 
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <chrono>
 #include <dlfcn.h>
+#include <thread>
 
 using apitest::ApiFixture;
 using apitest::Buf;
@@ -23,6 +28,11 @@ namespace {
 std::atomic<int> g_mem_map_refusal{UCS_OK};
 std::atomic<int> g_ep_create_refusal{UCS_OK};
 std::atomic<int> g_ep_create_calls{0};
+// ucp_tag_send_nbx of this tensor id (0: none) waits inside the call until
+// g_send_release is set (at most 10 s); g_send_held says it is waiting.
+std::atomic<uint32_t> g_hold_tensor{0};
+std::atomic<bool> g_send_held{false};
+std::atomic<bool> g_send_release{false};
 
 template <typename F> F next_symbol(const char *name) {
     void *p = dlsym(RTLD_NEXT, name);
@@ -68,6 +78,22 @@ extern "C" __attribute__((visibility("default"))) ucs_status_t ucp_ep_create(ucp
         return static_cast<ucs_status_t>(refusal);
     }
     return real(worker, params, ep_p);
+}
+
+extern "C" __attribute__((visibility("default"))) ucs_status_ptr_t
+ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count, ucp_tag_t tag,
+                 const ucp_request_param_t *param) {
+    static const auto real = next_symbol<decltype(&ucp_tag_send_nbx)>("ucp_tag_send_nbx");
+    uint32_t hold = g_hold_tensor.load();
+    // Once: the hold is taken by the first send of that tensor id.
+    if (hold != 0 && static_cast<uint32_t>(tag) == hold &&
+        g_hold_tensor.compare_exchange_strong(hold, 0)) {
+        g_send_held.store(true);
+        for (int i = 0; i < 10000 && !g_send_release.load(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    return real(ep, buffer, count, tag, param);
 }
 
 namespace {
@@ -125,5 +151,65 @@ TEST_F(UcxRefuses, PostFailsAtOnceWhenTheEndpointCannotBeCreated) {
     EXPECT_EQ(8u, c.bytes);
     EXPECT_EQ(0x5a, b.data()[32 + 7]);
     EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+// A send still inside its post (UCX holds it: the worker lock is held) when
+// another thread shuts the communicator down. Its completion is still to
+// come, so a wait must not report P2P_ERR_SHUTDOWN ("every entry has been
+// popped: nothing can arrive any more") before it: the entry would arrive
+// after a waiter was told none can. The shutdown flag used to be raised
+// before shutdown took the worker lock, while an eager send completed
+// inside its post queues its entry without counting it pending.
+TEST_F(UcxRefuses, NoShutdownReportedWhileASendIsInsideItsPost) {
+    Buf b(64);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 64, &mem));
+    // The endpoint first: the next send then completes inside its post.
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 1, b.data() + 32, 8, mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 1, b.data(), 8, mem, nullptr));
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+
+    constexpr uint32_t kHeld = 0xB10C;
+    void *uc = reinterpret_cast<void *>(uintptr_t(0x5e4d));
+    g_send_release.store(false);
+    g_send_held.store(false);
+    g_hold_tensor.store(kHeld);
+    p2p_status_t send_st = P2P_ERR_TRANSPORT, shut_st = P2P_ERR_TRANSPORT;
+    std::thread sender([&] { send_st = p2p_comm_send(comm_, 0, kHeld, b.data(), 8, mem, uc); });
+    for (int i = 0; i < 10000 && !g_send_held.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(g_send_held.load()) << "the send never reached UCX";
+    std::thread closer([&] { shut_st = p2p_comm_shutdown(comm_); });
+    // For a second, while the send is held: a wait finds nothing yet.
+    p2p_status_t early = P2P_ERR_TIMEOUT;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) {
+        p2p_completion_t c{};
+        size_t n = 7;
+        early = p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, 0);
+        if (early != P2P_ERR_TIMEOUT) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    g_send_release.store(true);
+    apitest::bounded("the held send and the shutdown", 30, [&] {
+        sender.join();
+        closer.join();
+    });
+    EXPECT_EQ(P2P_ERR_TIMEOUT, early)
+        << "a wait answered " << p2p_status_string(early) << " while a send was being posted";
+    EXPECT_EQ(P2P_OK, shut_st);
+    if (send_st == P2P_OK) {  // else it was refused (P2P_ERR_SHUTDOWN): nothing to come
+        p2p_completion_t c = wait_one(P2P_QUEUE_SEND, 5000);
+        EXPECT_EQ(uc, c.user_context);
+    } else {
+        EXPECT_EQ(P2P_ERR_SHUTDOWN, send_st);
+    }
+    p2p_completion_t c{};
+    size_t n = 7;
+    EXPECT_EQ(P2P_ERR_SHUTDOWN, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, 5000));
+    EXPECT_EQ(0u, n);
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
 }
