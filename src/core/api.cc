@@ -216,6 +216,14 @@ bool valid_queue(const p2p_queue_t &q) {
     return v == P2P_QUEUE_SEND || v == P2P_QUEUE_RECV;
 }
 
+/** p2p_comm_signal on a communicator it found. */
+p2p_status_t signal_queue(Comm &comm, p2p_queue_t queue) {
+    if (!valid_queue(queue)) return P2P_ERR_INVALID_PARAM;
+    comm.queue(queue).signal();             // a wait blocked on the queue
+    comm.context().progress().wake_idle();  // a serialized wait sleeps on events
+    return P2P_OK;
+}
+
 /** Register [address, address + length) with ce's context; shm_fd/shm_ino
  *  name its memfd when same-host peers may map it (-1: not shareable). */
 p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
@@ -574,13 +582,19 @@ p2p_status_t p2p_comm_wait(p2p_comm_h comm, p2p_queue_t queue,
 
 p2p_status_t p2p_comm_signal(p2p_comm_h comm, p2p_queue_t queue) {
     return guarded("comm", [&]() -> p2p_status_t {
+        // A read section, not a reference: one dropped last here would tear
+        // the communicator down after p2p_comm_destroy returned (serialized
+        // mode: beside the application's next call, which its lock does not
+        // exclude). The destroy waits for the section (a notify, a write).
+        try {
+            ReadSection rs;
+            CommEntry *c = g_comms.peek(handle_id(comm));
+            return c == nullptr ? P2P_ERR_INVALID_HANDLE : signal_queue(*c->comm, queue);
+        } catch (const std::bad_alloc &) {
+            // no record for this thread's first section: a reference then
+        }
         Registry<CommEntry>::Ref c = g_comms.get(handle_id(comm));
-        if (!c) return P2P_ERR_INVALID_HANDLE;
-        if (!valid_queue(queue)) return P2P_ERR_INVALID_PARAM;
-        c->comm->queue(queue).signal();  // a wait blocked on the queue
-        // A serialized-mode wait sleeps on the worker's events instead.
-        c->comm->context().progress().wake_idle();
-        return P2P_OK;
+        return c ? signal_queue(*c->comm, queue) : P2P_ERR_INVALID_HANDLE;
     });
 }
 

@@ -6,9 +6,9 @@
  * (dlsym RTLD_NEXT) unless a test has armed a refusal. Each test checks
  * what the status promises: nothing made, nothing posted, the handle
  * untouched, and the same call succeeding once UCX agrees again. It also
- * defines ucp_tag_send_nbx, to hold one send inside UCX (the worker lock
- * held) while another thread shuts the communicator down: a race no
- * timing provokes reliably.
+ * defines ucp_tag_send_nbx and ucp_worker_signal, to hold a call inside
+ * UCX while another thread shuts down or destroys the communicator: races
+ * no timing provokes reliably.
  */
 #include "api_util.h"
 
@@ -33,6 +33,19 @@ std::atomic<int> g_ep_create_calls{0};
 std::atomic<uint32_t> g_hold_tensor{0};
 std::atomic<bool> g_send_held{false};
 std::atomic<bool> g_send_release{false};
+// The next ucp_worker_signal while armed waits likewise until
+// g_wsignal_release; g_wsignal_left is set once it returns.
+std::atomic<bool> g_hold_wsignal{false};
+std::atomic<bool> g_wsignal_held{false};
+std::atomic<bool> g_wsignal_release{false};
+std::atomic<bool> g_wsignal_left{false};
+
+/** Wait (at most 10 s) until flag is set. */
+void await(const std::atomic<bool> &flag) {
+    for (int i = 0; i < 10000 && !flag.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
 
 template <typename F> F next_symbol(const char *name) {
     void *p = dlsym(RTLD_NEXT, name);
@@ -89,11 +102,21 @@ ucp_tag_send_nbx(ucp_ep_h ep, const void *buffer, size_t count, ucp_tag_t tag,
     if (hold != 0 && static_cast<uint32_t>(tag) == hold &&
         g_hold_tensor.compare_exchange_strong(hold, 0)) {
         g_send_held.store(true);
-        for (int i = 0; i < 10000 && !g_send_release.load(); ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        await(g_send_release);
     }
     return real(ep, buffer, count, tag, param);
+}
+
+extern "C" __attribute__((visibility("default"))) ucs_status_t
+ucp_worker_signal(ucp_worker_h worker) {
+    static const auto real = next_symbol<decltype(&ucp_worker_signal)>("ucp_worker_signal");
+    bool hold = true;
+    if (!g_hold_wsignal.compare_exchange_strong(hold, false)) return real(worker);
+    g_wsignal_held.store(true);
+    await(g_wsignal_release);
+    const ucs_status_t st = real(worker);
+    g_wsignal_left.store(true);
+    return st;
 }
 
 namespace {
@@ -178,9 +201,7 @@ TEST_F(UcxRefuses, NoShutdownReportedWhileASendIsInsideItsPost) {
     g_hold_tensor.store(kHeld);
     p2p_status_t send_st = P2P_ERR_TRANSPORT, shut_st = P2P_ERR_TRANSPORT;
     std::thread sender([&] { send_st = p2p_comm_send(comm_, 0, kHeld, b.data(), 8, mem, uc); });
-    for (int i = 0; i < 10000 && !g_send_held.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    await(g_send_held);
     ASSERT_TRUE(g_send_held.load()) << "the send never reached UCX";
     std::thread closer([&] { shut_st = p2p_comm_shutdown(comm_); });
     // For a second, while the send is held: a wait finds nothing yet.
@@ -212,4 +233,56 @@ TEST_F(UcxRefuses, NoShutdownReportedWhileASendIsInsideItsPost) {
     EXPECT_EQ(P2P_ERR_SHUTDOWN, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, 5000));
     EXPECT_EQ(0u, n);
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+namespace {
+class UcxHeldSerialized : public ApiFixture {
+protected:
+    void SetUp() override {
+        p2p_config_t c{};
+        c.field_mask = P2P_CONFIG_FIELD_THREAD_MODE;
+        c.thread_mode = P2P_THREAD_SERIALIZED;
+        open(&c);
+    }
+};
+} // namespace
+
+// P2P_THREAD_SERIALIZED allows p2p_comm_signal from another thread at any
+// time, also while the application destroys the communicator. The destroy
+// must not return while the signal is still inside the communicator: the
+// signal's reference was the last one then, so the communicator was torn
+// down (worker progress, endpoint closes) on the signalling thread after
+// p2p_comm_destroy returned, while the application went on with its next
+// call -- two threads in the worker, which this mode's lock does not
+// exclude (the application's side takes no lock).
+TEST_F(UcxHeldSerialized, CommDestroyWaitsForASignalInside) {
+    g_wsignal_release.store(false);
+    g_wsignal_left.store(false);
+    g_wsignal_held.store(false);
+    g_hold_wsignal.store(true);
+    p2p_status_t signal_st = P2P_ERR_TRANSPORT, destroy_st = P2P_ERR_TRANSPORT;
+    std::thread signaller([&] { signal_st = p2p_comm_signal(comm_, P2P_QUEUE_RECV); });
+    await(g_wsignal_held);
+    ASSERT_TRUE(g_wsignal_held.load()) << "p2p_comm_signal never reached ucp_worker_signal";
+    std::atomic<bool> destroyed{false};
+    bool signal_left_first = false;
+    std::thread destroyer([&] {
+        destroy_st = p2p_comm_destroy(comm_);
+        signal_left_first = g_wsignal_left.load();
+        destroyed.store(true);
+    });
+    // Give a destroy that does not wait for the signal time to return.
+    for (int i = 0; i < 2000 && !destroyed.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    g_wsignal_release.store(true);
+    apitest::bounded("the held signal and the destroy", 30, [&] {
+        signaller.join();
+        destroyer.join();
+    });
+    comm_ = nullptr;
+    EXPECT_EQ(P2P_OK, signal_st);
+    EXPECT_EQ(P2P_OK, destroy_st);
+    EXPECT_TRUE(signal_left_first)
+        << "p2p_comm_destroy returned while p2p_comm_signal was still inside";
 }
