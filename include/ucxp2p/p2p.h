@@ -287,7 +287,9 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * job size. At most 256 communicators may be alive per context.
  * The bootstrap must outlive the call only, not the communicator.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM, P2P_ERR_BOOTSTRAP,
- * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id), P2P_ERR_TIMEOUT,
+ * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id; with more than
+ * one rank, also when another p2p_comm_create on this context, over another
+ * bootstrap, took the id the ranks agreed on while this one ran), P2P_ERR_TIMEOUT,
  * P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag layout).
  */
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,

@@ -23,6 +23,14 @@ struct BlobHeader {
     uint32_t addr_len;
 };
 
+/** The lowest id free in ids, or -1. */
+int lowest_id(const Context::CommIdSet &ids) {
+    for (int i = 0; i < Context::kMaxComms; ++i) {
+        if (ids[i / 8] & (1u << (i % 8))) return i;
+    }
+    return -1;
+}
+
 } // namespace
 
 void orphan_done(Op *op, void *request) {
@@ -170,12 +178,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->addrs_[r].assign(all[r].begin() + sizeof(rh), all[r].end());
         hosts[r] = rh.host;
     }
-    int id = -1;
-    for (int i = 0; i < Context::kMaxComms && id < 0; ++i) {
-        if (common[i / 8] & (1u << (i % 8))) {
-            id = i;
-        }
-    }
+    int id = lowest_id(common);
     // A generation no rank used last for this id: what the previous
     // communicator with it left behind never matches this one's tags.
     uint32_t gen = 0;
@@ -184,10 +187,23 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         for (uint32_t r = 0; r < c->size_; ++r) lasts[r] = heads[r].id_gens[id];
         gen = next_comm_gen(lasts.data(), lasts.size());
     }
-    if (id < 0 || !ctx->claim_comm_id(static_cast<unsigned>(id), static_cast<uint8_t>(gen))) {
+    bool claimed = id >= 0 && ctx->claim_comm_id(static_cast<unsigned>(id),
+                                                 static_cast<uint8_t>(gen));
+    // A job of one rank agrees with nobody: when another create on this
+    // context (over another bootstrap) claimed the id after our snapshot,
+    // choose again from a fresh one. With more ranks the others keep the
+    // id they claimed: P2P_ERR_BUSY (see p2p_comm_create).
+    for (int k = 0; !claimed && c->size_ == 1 && k < Context::kMaxComms; ++k) {
+        Context::CommIdGens gens;
+        id = lowest_id(ctx->free_comm_ids(&gens));
+        if (id < 0) break;
+        gen = next_comm_gen(&gens[id], 1);
+        claimed = ctx->claim_comm_id(static_cast<unsigned>(id), static_cast<uint8_t>(gen));
+    }
+    if (!claimed) {
         P2P_LOG(P2P_LOG_ERROR, "comm: no communicator id free on every rank "
-                "(at most %d alive; create them in the same order everywhere)",
-                Context::kMaxComms);
+                "(at most %d alive; create them in the same order everywhere, "
+                "one at a time per context)", Context::kMaxComms);
         return P2P_ERR_BUSY;
     }
     c->id_ = static_cast<uint32_t>(id);

@@ -6,7 +6,8 @@
  * the exchange goes ahead, and its failure is the communicator's. And what
  * the exchange brings back: a missing, short, foreign, other-version or
  * mis-sized blob (a rank running another ucxp2p, or a broken bootstrap)
- * fails with P2P_ERR_BOOTSTRAP, and claims no communicator id.
+ * fails with P2P_ERR_BOOTSTRAP, and claims no communicator id. Two
+ * single-rank creates on one context at once both get an id.
  */
 #include "core/comm.h"
 #include "core/context.h"
@@ -15,9 +16,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace ucxp2p;
@@ -51,6 +56,35 @@ public:
         return P2P_ERR_BOOTSTRAP;
     }
     int exchanges = 0;
+};
+
+/** Where two exchanges meet: each waits (at most 10 s) for the other. */
+struct Meeting {
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    void meet() {
+        std::unique_lock<std::mutex> lock(mu);
+        ++arrived;
+        cv.notify_all();
+        cv.wait_for(lock, std::chrono::seconds(10), [this] { return arrived >= 2; });
+    }
+};
+
+/** A job of one rank whose exchange returns once another one's began:
+ *  both took their snapshot of the free ids before either claims one. */
+class MeetingSingle : public FakeJob {
+public:
+    explicit MeetingSingle(Meeting *m) : FakeJob(1, 0), m_(m) {}
+    p2p_status_t allgather(const std::vector<uint8_t> &mine,
+                           std::vector<std::vector<uint8_t>> *all) override {
+        m_->meet();
+        all->assign(1, mine);
+        return P2P_OK;
+    }
+
+private:
+    Meeting *m_;
 };
 
 class CommCreate : public ::testing::Test {
@@ -141,4 +175,22 @@ TEST_F(CommCreate, BadExchangeResultsAreBootstrapErrors) {
     std::unique_ptr<Comm> comm;
     EXPECT_EQ(P2P_OK, Comm::create(ctx_, 1, fine, &comm));
     EXPECT_NE(nullptr, comm);
+}
+
+// Two threads create a communicator on one context at once, each over its
+// own single-rank bootstrap (p2p_comm_create is callable from any thread):
+// both snapshots offer the same lowest id, and the second to claim it got
+// P2P_ERR_BUSY although 255 more were free. One rank agrees with nobody:
+// it chooses again.
+TEST_F(CommCreate, ConcurrentSingleRankCreatesOnOneContextBothGetAnId) {
+    Meeting m;
+    MeetingSingle a(&m), b(&m);
+    std::unique_ptr<Comm> ca, cb;
+    p2p_status_t sa = P2P_ERR_TRANSPORT, sb = P2P_ERR_TRANSPORT;
+    std::thread other([&] { sa = Comm::create(ctx_, 1, a, &ca); });
+    sb = Comm::create(ctx_, 1, b, &cb);
+    other.join();
+    ASSERT_EQ(P2P_OK, sa);
+    ASSERT_EQ(P2P_OK, sb);
+    EXPECT_NE(ca->id(), cb->id());
 }
