@@ -396,8 +396,8 @@ Comm::~Comm() {
     spare_ = nullptr;
     free_ops_.clear();
     ctx_->release_comm_id(id_);
-    cq_[0].notify_all();
-    cq_[1].notify_all();
+    cq_[0].close();
+    cq_[1].close();
 }
 
 void Comm::link(Op *op) {
@@ -577,8 +577,10 @@ void Comm::shutdown() {
         send_goodbyes();
         drain_unexpected();
     }
-    cq_[0].notify_all();  // waiters recheck: nothing more can arrive
-    cq_[1].notify_all();
+    // Waiters recheck: nothing more can arrive. (A notify alone woke none:
+    // their wait's condition held them until the 100 ms recheck.)
+    cq_[0].close();
+    cq_[1].close();
 }
 
 } // namespace ucxp2p

@@ -97,7 +97,9 @@ bool CompletionQueue::wait_nonempty(int timeout_ms, uint64_t seen) {
         return pushed_.load(std::memory_order_seq_cst) !=
                    popped_.load(std::memory_order_relaxed) ||  // popped_: under mu_
                signals_.load(std::memory_order_acquire) != seen ||
-               kept_.load(std::memory_order_acquire);
+               kept_.load(std::memory_order_acquire) ||
+               (closed_.load(std::memory_order_acquire) &&
+                pending_.load(std::memory_order_acquire) == 0);
     };
     bool ok;
     if (timeout_ms < 0) {
@@ -113,6 +115,11 @@ bool CompletionQueue::wait_nonempty(int timeout_ms, uint64_t seen) {
 void CompletionQueue::signal() {
     kept_.store(true, std::memory_order_release);
     signals_.fetch_add(1, std::memory_order_acq_rel);
+    notify_all();
+}
+
+void CompletionQueue::close() {
+    closed_.store(true, std::memory_order_release);
     notify_all();
 }
 

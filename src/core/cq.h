@@ -82,8 +82,9 @@ public:
     void disable_lock() { unlocked_ = true; }
 
     /** Block until an entry is queued, a signal() comes after the one
-     *  the wait saw (seen, from signal_count()) or one is kept, or
-     *  timeout_ms passes (-1 forever). Returns false on timeout. */
+     *  the wait saw (seen, from signal_count()) or one is kept, the queue
+     *  is closed with nothing pending, or timeout_ms passes (-1 forever).
+     *  Returns false on timeout. */
     bool wait_nonempty(int timeout_ms, uint64_t seen);
 
     /** p2p_comm_signal: wake every wait_nonempty now blocked, and keep the
@@ -110,8 +111,10 @@ public:
                                    popped_.load(std::memory_order_acquire));
     }
 
-    /** Wake all waiters (shutdown). */
-    void notify_all();
+    /** The communicator shut down: nothing is posted any more. Wakes every
+     *  wait, and ends those to come, once nothing is pending (an entry
+     *  still pending wakes them when it is pushed). Any thread. */
+    void close();
 
 private:
     static constexpr size_t kSegEntries = 128;
@@ -181,7 +184,9 @@ private:
     // so a waiter checking them under mu_ never misses one.
     std::atomic<uint64_t> signals_{0};
     std::atomic<bool> kept_{false};
+    std::atomic<bool> closed_{false};  // close(): written before mu_ is taken
     bool unlocked_ = false;  // disable_lock()
+    void notify_all();
 };
 
 } // namespace ucxp2p
