@@ -490,7 +490,8 @@ typedef struct {
  * Pop up to max entries from a queue without blocking; *count_p is set to
  * the number popped (possibly 0). Entries come in completion order.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (bad queue,
- * entries/count_p NULL, max 0).
+ * entries/count_p NULL, max 0), P2P_ERR_NO_MEMORY (only on a thread's
+ * first call into the library, for its lookup record; nothing popped).
  */
 p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
                            p2p_completion_t *entries, size_t max,

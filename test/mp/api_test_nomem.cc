@@ -12,6 +12,9 @@
 
 #include "../ucx_warnings.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace apitest;
@@ -460,4 +463,55 @@ TEST(ApiNoMemory, EachAllocationOfBatchesAndCompletionCalls) {
     for (size_t i = 0; i < got; ++i) {
         EXPECT_EQ(P2P_OK, c[i].status);
     }
+}
+
+// A thread's first per-message call takes a read-section record (core/rcu.h);
+// other threads' records are reused, so with every record held by a parked
+// thread the call has to allocate one. Without memory: p2p_comm_poll is
+// P2P_ERR_NO_MEMORY (as documented) and p2p_comm_signal still succeeds
+// (it falls back to a counted reference); the same thread's next call,
+// with memory back, works.
+TEST(ApiNoMemory, FirstCallOfAThreadWithEveryRecordTaken) {
+    Used u;
+    constexpr int kParked = 256;  // more threads than this process had inside at once
+    std::mutex mu;
+    std::condition_variable cv;
+    bool release = false;
+    int inside = 0;  // parked threads past their first call
+    std::vector<std::thread> parked;
+    for (int i = 0; i < kParked; ++i) {
+        parked.emplace_back([&] {
+            p2p_completion_t c;
+            size_t n = 0;
+            EXPECT_EQ(P2P_OK, p2p_comm_poll(u.comm, P2P_QUEUE_SEND, &c, 1, &n));
+            std::unique_lock<std::mutex> lock(mu);
+            ++inside;
+            cv.notify_all();
+            cv.wait(lock, [&] { return release; });
+        });
+    }
+    {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return inside == kParked; });
+    }
+    std::thread fresh([&] {
+        p2p_completion_t c;
+        size_t n = 0;
+        p2ptest::fail_new_after(0);
+        const p2p_status_t signal = p2p_comm_signal(u.comm, P2P_QUEUE_SEND);
+        const p2p_status_t poll = p2p_comm_poll(u.comm, P2P_QUEUE_SEND, &c, 1, &n);
+        const bool allocated = p2ptest::fail_new_reached();
+        p2ptest::fail_new_in_this_thread(false);
+        EXPECT_TRUE(allocated) << "a record was free: the failing path was not reached";
+        EXPECT_EQ(P2P_OK, signal);
+        EXPECT_EQ(allocated ? P2P_ERR_NO_MEMORY : P2P_OK, poll);
+        EXPECT_EQ(P2P_OK, p2p_comm_poll(u.comm, P2P_QUEUE_SEND, &c, 1, &n));
+    });
+    fresh.join();
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        release = true;
+    }
+    cv.notify_all();
+    for (std::thread &t : parked) t.join();
 }
