@@ -359,10 +359,15 @@ TEST(Perftest, RateSamplesCoverTheStreamNotThePosts) {
         const jsonmini::Value &v = doc.at("results").arr.at(0);
         check_result(v);
         const jsonmini::Value &lat = v.at("latency_us");
+        // Bounds that load cannot break (it only slows what is timed): the
+        // samples cover most of the run (posts alone would cover ~1%), and
+        // none is a post alone -- a 1 MiB message does not move in under
+        // 5 us (200 GB/s) on any machine, while posting one takes ~0.3 us.
+        // (A bound relative to the mean failed under load: one window
+        // stalled by the scheduler raised the mean past 10x another's.)
         double covered = lat.at("avg").num * 8 * 2 / 1e6, t = v.at("time_s").num;
-        EXPECT_GE(covered, 0.8 * t) << out;
-        /* no sample far below the mean time per message (a post alone) */
-        EXPECT_GE(lat.at("min").num, 0.1 * t * 1e6 / (8 * 2)) << out;
+        EXPECT_GE(covered, 0.5 * t) << out;
+        EXPECT_GE(lat.at("min").num, 5.0) << out;
     }
 }
 
