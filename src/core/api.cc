@@ -216,8 +216,10 @@ bool valid_queue(const p2p_queue_t &q) {
     return v == P2P_QUEUE_SEND || v == P2P_QUEUE_RECV;
 }
 
-/** p2p_comm_signal on a communicator it found. */
-p2p_status_t signal_queue(Comm &comm, p2p_queue_t queue) {
+/** p2p_comm_signal on a communicator it found. The queue by reference,
+ *  as valid_queue reads it: a copy would load the C caller's int as the
+ *  enum type (undefined for a value outside it; UBSAN stops there). */
+p2p_status_t signal_queue(Comm &comm, const p2p_queue_t &queue) {
     if (!valid_queue(queue)) return P2P_ERR_INVALID_PARAM;
     comm.queue(queue).signal();             // a wait blocked on the queue
     comm.context().progress().wake_idle();  // a serialized wait sleeps on events
