@@ -1,91 +1,25 @@
 /*
- * The C entry points: handle lookup, argument validation, and an exception
- * barrier so no C++ exception crosses the C API.
+ * The C entry points of contexts and communicators (posts, completions):
+ * handle lookup, argument validation, and an exception barrier so no C++
+ * exception crosses the C API. Registrations: api_mem.cc; bootstraps:
+ * api_bootstrap.cc; the registries they share: api_handles.h.
  */
-#include "core/comm.h"
-#include "core/context.h"
+#include "core/api_handles.h"
 #include "core/guard.h"
-#include "core/handles.h"
 #include "core/log.h"
-#include "core/mem.h"
-#include "core/memtype.h"
 #include "core/rcu.h"
 #include "core/stack_buf.h"
-#include "wireup/bootstrap.h"
 
 #include <ucxp2p/p2p.h>
 
-#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
 using namespace ucxp2p;
-
-namespace ucxp2p {
-
-uint64_t handle_next_id() {
-    static std::atomic<uint64_t> next{1};
-    return next.fetch_add(1);
-}
-
-} // namespace ucxp2p
+using namespace ucxp2p::api;
 
 namespace {
-
-struct ContextEntry {
-    std::shared_ptr<Context> ctx;
-    uint64_t id = 0;
-};
-
-struct BootstrapEntry {
-    std::unique_ptr<Bootstrap> bs;
-    std::mutex mu;  // bootstrap calls are made one at a time
-    /** Fixed at creation: a query never waits for a collective in progress. */
-    p2p_bootstrap_info_t info{};
-};
-
-struct CommEntry {
-    std::unique_ptr<Comm> comm;
-};
-
-struct MemEntry {
-    std::shared_ptr<Context> ctx;
-    Mem mem;
-};
-
-// Never destroyed: objects the application did not release before exit()
-// are left to the OS instead of being torn down in static-destructor order
-// (UCX would assert on registrations outliving their context).
-Registry<ContextEntry> &g_contexts = *new Registry<ContextEntry>();
-Registry<BootstrapEntry> &g_bootstraps = *new Registry<BootstrapEntry>();
-Registry<CommEntry> &g_comms = *new Registry<CommEntry>();
-Registry<MemEntry> &g_mems = *new Registry<MemEntry>();
-
-/** At exit, stop progress threads of contexts the application did not
- *  destroy, before UCX's own library destructors run. */
-void stop_all_progress() {
-    g_contexts.for_each([](const ContextEntry &e) { e.ctx->stop_progress(); });
-}
-
-void destroy_mem(Registry<MemEntry>::Ref &ref) {
-    MemEntry &e = *ref;
-    std::lock_guard<Mutex> lock(e.ctx->worker_mu());
-    e.mem.dead = true;  // a post still holding a lookup now fails
-    if (e.mem.inflight != 0) {
-        // Only after a communicator's shutdown gave up waiting, or an
-        // operation naming a failed peer was completed without UCX
-        // (Comm::abandon_stuck; both logged there): UCX may still use the
-        // mapping and an operation will still release this record. Keep
-        // both rather than free them under it.
-        P2P_LOG(P2P_LOG_ERROR, "mem: registration at %p still used by %lld "
-                "operations at context destroy: left mapped",
-                reinterpret_cast<void *>(e.mem.base),
-                static_cast<long long>(e.mem.inflight));
-        ref.leak();  // deliberately (allocates nothing: teardown must not fail)
-        return;
-    }
-    ucp_mem_unmap(e.ctx->ucp(), e.mem.memh);
-}
 
 /** A registration may serve comm's posts only if both belong to one context. */
 p2p_status_t check_mem_of(Comm &comm, const MemEntry &m) {
@@ -226,95 +160,7 @@ p2p_status_t signal_queue(Comm &comm, const p2p_queue_t &queue) {
     return P2P_OK;
 }
 
-/** Register [address, address + length) with ce's context; shm_fd/shm_ino
- *  name its memfd when same-host peers may map it (-1: not shareable). */
-p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
-                          size_t length, int shm_fd, uint64_t shm_ino,
-                          std::unique_ptr<memtype::Shadow> shadow, p2p_mem_h *mem_p) {
-    ucp_mem_map_params_t mp = {};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = shadow ? shadow->host() : address;
-    mp.length = length;
-    // Allocated before the registration: a throw after ucp_mem_map would
-    // leak the UCX handle (guarded() only turns it into NO_MEMORY).
-    auto e = std::make_unique<MemEntry>();
-    ucp_mem_h memh = nullptr;
-    ucs_status_t st;
-    {
-        std::lock_guard<Mutex> lock(ce->ctx->worker_mu());
-        st = ucp_mem_map(ce->ctx->ucp(), &mp, &memh);
-    }
-    if (st != UCS_OK) {
-        P2P_LOG(P2P_LOG_ERROR, "mem: ucp_mem_map of %zu bytes at %p failed: %s",
-                length, address, ucs_status_string(st));
-        return st == UCS_ERR_NO_MEMORY ? P2P_ERR_NO_MEMORY : P2P_ERR_TRANSPORT;
-    }
-    e->ctx = ce->ctx;
-    e->mem.ctx = ce->ctx.get();
-    e->mem.ctx_id = ce->id;
-    e->mem.base = reinterpret_cast<uintptr_t>(address);
-    e->mem.length = length;
-    e->mem.memh = memh;
-    e->mem.shm_fd = shm_fd;
-    e->mem.shm_ino = shm_ino;
-    e->mem.shadow = std::move(shadow);
-    uint64_t id = 0;
-    try {
-        id = g_mems.add(std::move(e));  // may allocate a chunk of slots
-    } catch (const std::bad_alloc &) {
-        id = 0;  // undone below, as when every slot is taken
-    }
-    if (id == 0) {
-        std::lock_guard<Mutex> lock(ce->ctx->worker_mu());
-        ucp_mem_unmap(ce->ctx->ucp(), memh);
-        return P2P_ERR_NO_MEMORY;
-    }
-    // The context may have been destroyed meanwhile (after it collected its
-    // registrations): then undo, or this one would outlive it.
-    if (!g_contexts.get(ce->id)) {
-        Registry<MemEntry>::Ref m = g_mems.remove(id);
-        if (m) destroy_mem(m);
-        return P2P_ERR_INVALID_HANDLE;
-    }
-    *mem_p = handle_from_id<p2p_mem_h>(id);
-    return P2P_OK;
-}
-
 }  // namespace
-
-
-/** Validate and register; see p2p_mem_register. */
-p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t length,
-                          int shm_fd, uint64_t shm_ino, p2p_mem_h *mem_p) {
-    return guarded("mem", [&]() -> p2p_status_t {
-        Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
-        if (!ce) return P2P_ERR_INVALID_HANDLE;
-        if (address == nullptr || length == 0 || mem_p == nullptr) {
-            return P2P_ERR_INVALID_PARAM;
-        }
-        if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
-            return P2P_ERR_INVALID_PARAM;  // wraps around the address space
-        }
-        const memtype::Admit how = memtype::check_registration(
-            address, ce->ctx->ucx_cuda(), ce->ctx->settings().cuda_staging);
-        if (how == memtype::Admit::REFUSED) return P2P_ERR_UNSUPPORTED;
-        std::unique_ptr<memtype::Shadow> shadow;
-        if (how == memtype::Admit::STAGED) {
-            p2p_status_t st = memtype::Shadow::create(address, length, &shadow);
-            if (st != P2P_OK) return st;
-        }
-        return register_mem(ce, address, length, shm_fd, shm_ino, std::move(shadow), mem_p);
-    });
-}
-
-size_t ucxp2p::mem_registrations(p2p_context_h context) {
-    Registry<ContextEntry>::Ref ce = g_contexts.get(handle_id(context));
-    if (!ce) return 0;
-    const uint64_t id = ce->id;
-    size_t n = 0;
-    g_mems.for_each([&](const MemEntry &m) { n += m.mem.ctx_id == id ? 1 : 0; });
-    return n;
-}
 
 extern "C" {
 
@@ -366,61 +212,6 @@ p2p_status_t p2p_context_destroy(p2p_context_h context) {
                            });
         e->ctx->stop_progress();
         return P2P_OK;
-    });
-}
-
-p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bootstrap_p) {
-    return guarded("bootstrap", [&]() -> p2p_status_t {
-        if (bootstrap_p == nullptr) return P2P_ERR_INVALID_PARAM;
-        // A C caller may pass any int: read its bits (loading an
-        // out-of-range value as the C++ enum type is undefined).
-        int raw_type;
-        std::memcpy(&raw_type, &type, sizeof(raw_type));
-        std::unique_ptr<Bootstrap> bs;
-        p2p_status_t st = bootstrap_create(raw_type, &bs);
-        if (st != P2P_OK) return st;
-        log_set_rank(static_cast<int>(bs->rank()));
-        auto e = std::make_unique<BootstrapEntry>();
-        e->info.rank = bs->rank();
-        e->info.size = bs->size();
-        e->info.local_rank = bs->local_rank();
-        e->info.local_size = bs->local_size();
-        e->info.name = bs->name();
-        e->bs = std::move(bs);
-        uint64_t id = g_bootstraps.add(std::move(e));
-        if (id == 0) return P2P_ERR_NO_MEMORY;
-        *bootstrap_p = handle_from_id<p2p_bootstrap_h>(id);
-        return P2P_OK;
-    });
-}
-
-p2p_status_t p2p_bootstrap_destroy(p2p_bootstrap_h bootstrap) {
-    return guarded("bootstrap", [&]() -> p2p_status_t {
-        Registry<BootstrapEntry>::Ref e = g_bootstraps.remove(handle_id(bootstrap));
-        if (!e) return P2P_ERR_INVALID_HANDLE;
-        std::lock_guard<std::mutex> lock(e->mu);  // wait for a call in progress
-        e->bs.reset();
-        return P2P_OK;
-    });
-}
-
-p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap, p2p_bootstrap_info_t *info_p) {
-    return guarded("bootstrap", [&]() -> p2p_status_t {
-        Registry<BootstrapEntry>::Ref e = g_bootstraps.get(handle_id(bootstrap));
-        if (!e) return P2P_ERR_INVALID_HANDLE;
-        if (info_p == nullptr) return P2P_ERR_INVALID_PARAM;
-        *info_p = e->info;
-        return P2P_OK;
-    });
-}
-
-p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap) {
-    return guarded("bootstrap", [&]() -> p2p_status_t {
-        Registry<BootstrapEntry>::Ref e = g_bootstraps.get(handle_id(bootstrap));
-        if (!e) return P2P_ERR_INVALID_HANDLE;
-        std::lock_guard<std::mutex> lock(e->mu);
-        if (!e->bs) return P2P_ERR_INVALID_HANDLE;
-        return e->bs->barrier();
     });
 }
 
@@ -494,29 +285,6 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm) {
         if (!c) return P2P_ERR_INVALID_HANDLE;
         // Freed when the last in-flight API call on it returns.
         c->comm->shutdown();
-        return P2P_OK;
-    });
-}
-
-p2p_status_t p2p_mem_register(p2p_context_h context, void *address, size_t length,
-                              p2p_mem_h *mem_p) {
-    return mem_register(context, address, length, -1, 0, mem_p);
-}
-
-p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
-    return guarded("mem", [&]() -> p2p_status_t {
-        Registry<MemEntry>::Ref e = g_mems.get(handle_id(mem));
-        if (!e) return P2P_ERR_INVALID_HANDLE;
-        {
-            // Posts take their reference under the worker lock: once dead
-            // is set here with nothing in flight, no operation can start.
-            std::lock_guard<Mutex> lock(e->ctx->worker_mu());
-            if (e->mem.dead) return P2P_ERR_INVALID_HANDLE;  // racing deregister
-            if (e->mem.inflight != 0) return P2P_ERR_BUSY;
-            e->mem.dead = true;
-        }
-        if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
-        destroy_mem(e);
         return P2P_OK;
     });
 }
