@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -158,6 +160,26 @@ TEST(P2prunEnv, DashXAddsAndOverridesVariables) {
                    {"FROM_PARENT=inherited"});
     ASSERT_EQ(0, r.code) << r.err;
     expect_every_line(r.out, 2, "bar baz||single|inherited|a=b");
+}
+
+TEST(P2prunEnv, ProgramIsSearchedInTheRanksPath) {
+    TempDir dir;
+    const std::string prog = dir.file("p2prun-path-probe");
+    {
+        std::ofstream f(prog);
+        f << "#!/bin/sh\necho found-in-rank-path\n";
+    }
+    ASSERT_EQ(0, ::chmod(prog.c_str(), 0755));
+    // Not in p2prun's own PATH: found only through the rank's.
+    Result r = run(dir, {"-n", "2", "-x", "PATH=" + dir.path() + ":/usr/bin:/bin",
+                         "p2prun-path-probe"});
+    ASSERT_EQ(0, r.code) << r.err;
+    expect_every_line(r.out, 2, "found-in-rank-path");
+    // And a rank PATH without it does not find it, though p2prun's has it.
+    Result r2 = run(dir, {"-n", "1", "-x", "PATH=/usr/bin:/bin", "p2prun-path-probe"},
+                    {"PATH=" + dir.path() + ":/usr/bin:/bin"});
+    EXPECT_EQ(127, r2.code) << r2.out;
+    EXPECT_NE(std::string::npos, r2.err.find("cannot run 'p2prun-path-probe'")) << r2.err;
 }
 
 TEST(P2prunOutput, PrefixesStdoutAndStderrSeparatelyAndFlushesPartialLine) {

@@ -89,6 +89,10 @@ bool place_fd(int fd, int target) {
                 err = errno;
             } else {
                 ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+                // execvpe searches the PATH of the caller's environment:
+                // make that the rank's, so `-x PATH=...` (or --export)
+                // decides where the program is found, as with mpirun.
+                environ = const_cast<char **>(envp);
                 ::execvpe(argv[0], argv, envp);
                 err = errno;
             }

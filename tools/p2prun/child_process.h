@@ -19,7 +19,7 @@ public:
     ChildProcess(const ChildProcess &) = delete;
     ChildProcess &operator=(const ChildProcess &) = delete;
 
-    // Starts argv[0] (searched in PATH) with exactly `env`, stdin from
+    // Starts argv[0] (searched in the PATH of `env`) with exactly `env`, stdin from
     // /dev/null, stdout/stderr on out_fd/err_fd, in a new process group,
     // with SIGKILL as its parent-death signal (it dies with p2prun), and
     // with *nofile as its RLIMIT_NOFILE when given (p2prun's own was raised).
