@@ -292,15 +292,37 @@ TEST(P2prunExit, RanksDieWithAP2prunKilledByForce) {
     }
 }
 
-TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
+namespace {
+
+// Sends sig to pid from a process of its own, as a second `kill` command
+// would (a second request, not the first one repeated).
+void kill_from_another_process(pid_t pid, int sig) {
+    pid_t k = ::fork();
+    ASSERT_GE(k, 0);
+    if (k == 0) ::_exit(::kill(pid, sig) == 0 ? 0 : 1);
+    int status = 0;
+    ASSERT_EQ(k, ::waitpid(k, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// The second SIGINT comes from another process (second_after_s == 0), or
+// from the same one after more than a second: either is a second request.
+void expect_second_signal_kills(double second_after_s) {
     TempDir dir;
     // Ranks ignore SIGINT and SIGTERM: only SIGKILL ends them.
     P2prun p(dir, {"-n", "2", "--grace", "20", "sh", "-c", "trap '' INT TERM; " + sleeper(dir)});
     ASSERT_TRUE(wait_for_files({dir.file("sleep.0"), dir.file("sleep.1")}, 10));
     ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
-    ::usleep(200000);
-    double second = now_s();
-    ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
+    double second = 0;
+    if (second_after_s > 0) {
+        ::usleep(static_cast<useconds_t>(second_after_s * 1e6));
+        second = now_s();
+        ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
+    } else {
+        ::usleep(200000);
+        second = now_s();
+        kill_from_another_process(p.pid(), SIGINT);
+    }
     Result r = p.wait(15);
     ASSERT_FALSE(r.timed_out);
     EXPECT_EQ(130, r.code) << r.err;
@@ -310,6 +332,39 @@ TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
     EXPECT_NE(std::string::npos, r.err.find("on a second signal, sending SIGKILL")) << r.err;
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.0"))));
     EXPECT_TRUE(process_gone(read_pid(dir.file("sleep.1"))));
+}
+
+} // namespace
+
+TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
+    expect_second_signal_kills(0);
+}
+
+TEST(P2prunSignalTwice, SameProcessSignallingAgainLaterIsASecondSignal) {
+    expect_second_signal_kills(1.3);
+}
+
+// timeout(1) sends SIGTERM to p2prun, then to its own process group, which
+// p2prun is in: one request, which must not cut the grace period short.
+TEST(P2prunSignalTwice, OneRequestDeliveredTwiceIsOneSignal) {
+    TempDir dir;
+    const std::string got = dir.path() + "/got.$RANK";
+    const std::string script = "trap 'touch " + got + "; sleep 1; echo finished; exit 3' TERM; " +
+                               sleeper(dir);
+    P2prun p(dir, {"-n", "2", "--grace", "20", "sh", "-c", script}, {}, {}, -1, {}, true);
+    ASSERT_TRUE(wait_for_files({dir.file("sleep.0"), dir.file("sleep.1")}, 10));
+    ASSERT_EQ(0, ::kill(p.pid(), SIGTERM));
+    // Once the ranks have it, p2prun has taken the first delivery: the
+    // second cannot merge with it in the kernel.
+    ASSERT_TRUE(wait_for_files({dir.file("got.0"), dir.file("got.1")}, 10));
+    ASSERT_EQ(0, ::kill(-p.pid(), SIGTERM));  // p2prun's group: p2prun alone
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(128 + SIGTERM, r.code) << r.err;
+    EXPECT_EQ(std::string::npos, r.err.find("second signal")) << r.err;
+    EXPECT_EQ(r.err.find("received signal 15"), r.err.rfind("received signal 15")) << r.err;
+    EXPECT_NE(std::string::npos, r.out.find("[0] finished\n")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("[1] finished\n")) << r.out;
 }
 
 // Ctrl-Z: the shell stops p2prun's group, which the ranks, in groups of their

@@ -3,6 +3,7 @@
 #include "line_relay.h"
 #include "options.h"
 #include "output_sink.h"
+#include "signal_pipe.h"
 #include "unique_fd.h"
 
 #include <gtest/gtest.h>
@@ -254,3 +255,23 @@ TEST(P2prunJobEnv, RankEnvironmentScrubsOverridesAndAppliesExtrasLast) {
     EXPECT_EQ(1, std::count_if(env.begin(), env.end(),
                                [](const std::string &e) { return e.rfind("RANK=", 0) == 0; }));
 }
+
+TEST(P2prunSignalPipe, SameRequestIsOneSignalFromOneProcessWithinTheWindow) {
+    const Received first{SIGTERM, 4242, 1000};
+    Received again = first;
+    again.at_ns = first.at_ns + kRepeatWindowNs - 1;
+    EXPECT_TRUE(same_request(first, again));
+    Received late = first;
+    late.at_ns = first.at_ns + kRepeatWindowNs;
+    EXPECT_FALSE(same_request(first, late));
+    Received other_sender = again;
+    other_sender.sender = 4243;
+    EXPECT_FALSE(same_request(first, other_sender));
+    Received other_signal = again;
+    other_signal.signo = SIGINT;
+    EXPECT_FALSE(same_request(first, other_signal));
+    // The kernel (a tty's Ctrl-C) has no sender: each press is a request.
+    const Received tty{SIGINT, 0, 1000};
+    EXPECT_FALSE(same_request(tty, Received{SIGINT, 0, 1001}));
+}
+

@@ -295,7 +295,8 @@ void Launcher::reap_ranks() {
     }
 }
 
-void Launcher::on_signal(int signo) {
+void Launcher::on_signal(const Received &sig) {
+    const int signo = sig.signo;
     if (signo == SIGCHLD) {
         reap();
         return;
@@ -310,14 +311,19 @@ void Launcher::on_signal(int signo) {
         signal_all(SIGCONT);
         return;
     }
+    const bool ends_job = signo != SIGUSR1 && signo != SIGUSR2;
+    if (ends_job && user_signals_ > 0 && same_request(last_user_signal_, sig)) {
+        return;  // one request delivered twice (timeout(1)): not a second signal
+    }
     const char *name = ::strsignal(signo);
     say("received signal " + std::to_string(signo) + " (" + (name ? name : "?") +
            "), forwarding it to the ranks");
     signal_all(signo);
-    if (signo == SIGUSR1 || signo == SIGUSR2) {
+    if (!ends_job) {
         return;  // meant for the ranks (a dump, a checkpoint): the job goes on
     }
     ++user_signals_;
+    last_user_signal_ = sig;
     stopping_ = true;
     if (exit_code_ < 0) {
         exit_signal_ = signo;
@@ -483,7 +489,7 @@ void Launcher::event_loop() {
         out_.flush();
         err_.flush();
         if (fds[0].revents != 0) {
-            for (int sig : signals_.drain()) {
+            for (const Received &sig : signals_.drain()) {
                 on_signal(sig);
             }
         }

@@ -57,7 +57,7 @@ private:
     void reap();
     void reap_ranks();
     void on_rank_exit(int rank, int status);
-    void on_signal(int signo);
+    void on_signal(const Received &sig);
     // Reads one chunk; true when data came (more may follow).
     bool read_stream(Stream *s);
     void begin_termination();
@@ -92,6 +92,7 @@ private:
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
     int exit_signal_ = 0;  // the signal, when one set exit_code_
     int user_signals_ = 0;
+    Received last_user_signal_{};  // the last one that ends the job
     // RLIMIT_NOFILE as p2prun got it, for the ranks, when p2prun raised its own.
     bool nofile_raised_ = false;
     struct rlimit rank_nofile_ {};

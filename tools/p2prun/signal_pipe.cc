@@ -1,5 +1,7 @@
 #include "signal_pipe.h"
 
+#include <time.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -18,11 +20,27 @@ sigset_t g_inherited_ignored;
 
 } // namespace
 
-void SignalPipe::handler(int signo) {
+bool same_request(const Received &prev, const Received &cur) {
+    return prev.signo == cur.signo && prev.sender > 0 && prev.sender == cur.sender &&
+           cur.at_ns >= prev.at_ns && cur.at_ns - prev.at_ns < kRepeatWindowNs;
+}
+
+void SignalPipe::handler(int signo, siginfo_t *info, void *) {
     int saved_errno = errno;
-    unsigned char b = static_cast<unsigned char>(signo);
-    // Non-blocking: when the pipe is full, enough wake-ups are pending.
-    ssize_t rc = ::write(g_write_fd, &b, 1);
+    Received r;
+    r.signo = signo;
+    // si_code <= 0: sent by a process (SI_USER, SI_QUEUE, SI_TKILL), whose
+    // pid is in si_pid; above 0 the kernel sent it (a tty's Ctrl-C, or
+    // SIGCHLD, where si_pid is the child).
+    r.sender = info != nullptr && info->si_code <= 0 ? info->si_pid : 0;
+    struct timespec ts;
+    if (::clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        r.at_ns = int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    }
+    // One write of a whole record (below PIPE_BUF: never split between
+    // writers). Non-blocking: when the pipe is full, enough wake-ups are
+    // pending.
+    ssize_t rc = ::write(g_write_fd, &r, sizeof(r));
     (void)rc;
     errno = saved_errno;
 }
@@ -41,9 +59,9 @@ bool SignalPipe::install(std::string *error) {
     installed_ = true;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = &SignalPipe::handler;
+    sa.sa_sigaction = &SignalPipe::handler;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
     sigemptyset(&g_inherited_ignored);
     for (int sig : kCaught) {
         struct sigaction old;
@@ -100,22 +118,29 @@ void SignalPipe::stop_self() {
     ::sigaction(SIGTSTP, &old, nullptr);
 }
 
-std::vector<int> SignalPipe::drain() {
-    std::vector<int> sigs;
-    unsigned char buf[64];
+std::vector<Received> SignalPipe::drain() {
+    std::vector<Received> got;
+    unsigned char buf[64 * sizeof(Received)];
     for (;;) {
-        ssize_t n = ::read(read_end_.get(), buf, sizeof(buf));
+        std::memcpy(buf, partial_, partial_len_);
+        ssize_t n = ::read(read_end_.get(), buf + partial_len_, sizeof(buf) - partial_len_);
         if (n < 0 && errno == EINTR) {
             continue;
         }
         if (n <= 0) {
             break;
         }
-        for (ssize_t i = 0; i < n; ++i) {
-            sigs.push_back(buf[i]);
+        size_t have = partial_len_ + static_cast<size_t>(n);
+        size_t whole = have - have % sizeof(Received);
+        for (size_t off = 0; off < whole; off += sizeof(Received)) {
+            Received r;
+            std::memcpy(&r, buf + off, sizeof(r));
+            got.push_back(r);
         }
+        partial_len_ = have - whole;
+        std::memcpy(partial_, buf + whole, partial_len_);
     }
-    return sigs;
+    return got;
 }
 
 void SignalPipe::spawn_default_set(sigset_t *set) {
