@@ -52,6 +52,15 @@
  *   buffer back while the sender may still write into it. A sender's buffer
  *   from p2p_mem_alloc (ucxp2p/p2p_mem.h) is instead mapped by the receiver
  *   once and copied with memcpy, without a system call per message.
+ *
+ * fork()
+ *   A child made by fork() starts without the parent's objects: every
+ *   handle created before the fork is unknown in the child (calls on it
+ *   return P2P_ERR_INVALID_HANDLE, destroy calls included, and release
+ *   nothing: the UCX workers, threads and shared memory stay the
+ *   parent's). The child may create its own context and communicators.
+ *   Memory from p2p_mem_alloc is shared with the child (MAP_SHARED), as
+ *   any shared mapping is.
  */
 #ifndef UCXP2P_P2P_H
 #define UCXP2P_P2P_H
@@ -79,9 +88,11 @@ typedef enum {
     P2P_OK                  =   0,
     P2P_IN_PROGRESS         =   1,  /**< not finished yet */
     P2P_ERR_INVALID_PARAM   =  -1,  /**< null pointer, bad value, bad flag */
-    P2P_ERR_INVALID_HANDLE  =  -2,  /**< handle never created, destroyed, or
+    P2P_ERR_INVALID_HANDLE  =  -2,  /**< handle never created, destroyed,
                                          context finalized (use after
-                                         finalize, double finalize) */
+                                         finalize, double finalize), or
+                                         created before a fork() (in the
+                                         child) */
     P2P_ERR_NO_MEMORY       =  -3,
     P2P_ERR_NOT_REGISTERED  =  -4,  /**< (buffer, length) not inside the given
                                          registration */

@@ -5,6 +5,8 @@
 
 #include "core/log.h"
 
+#include <pthread.h>
+
 namespace ucxp2p {
 
 uint64_t handle_next_id() {
@@ -21,6 +23,39 @@ Registry<ContextEntry> &g_contexts = *new Registry<ContextEntry>();
 Registry<BootstrapEntry> &g_bootstraps = *new Registry<BootstrapEntry>();
 Registry<CommEntry> &g_comms = *new Registry<CommEntry>();
 Registry<MemEntry> &g_mems = *new Registry<MemEntry>();
+
+namespace {
+
+// fork(): the child starts without the parent's objects (p2p.h).
+void registries_lock_for_fork() {
+    g_contexts.lock_for_fork();
+    g_bootstraps.lock_for_fork();
+    g_comms.lock_for_fork();
+    g_mems.lock_for_fork();
+}
+
+void registries_unlock_in_parent() {
+    g_mems.unlock_after_fork();
+    g_comms.unlock_after_fork();
+    g_bootstraps.unlock_after_fork();
+    g_contexts.unlock_after_fork();
+}
+
+void registries_abandon_in_child() {
+    registries_unlock_in_parent();
+    g_contexts.abandon_in_child();
+    g_bootstraps.abandon_in_child();
+    g_comms.abandon_in_child();
+    g_mems.abandon_in_child();
+}
+
+// After the registries above (one translation unit: in order).
+const bool g_fork_handlers = [] {
+    return pthread_atfork(registries_lock_for_fork, registries_unlock_in_parent,
+                          registries_abandon_in_child) == 0;
+}();
+
+}  // namespace
 
 /** At exit, stop progress threads of contexts the application did not
  *  destroy, before UCX's own library destructors run. */

@@ -5,6 +5,7 @@
 #include "core/shm_region.h"
 #include "core/ucx_tls.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -47,24 +48,57 @@ struct EpochTable {
 };
 
 /** In a memfd (peers map it), else in plain memory; never freed. */
+const EpochTable *make_epoch_table() {
+    auto *t = new EpochTable();
+    auto *region = new shm::Region();  // process lifetime
+    if (region->create(kEpochTableBytes, "ucxp2p-epochs")) {
+        t->slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots + 1]();
+        t->region = region;
+        t->fd = region->fd();
+        t->ino = region->ino();
+    } else {
+        P2P_LOG(P2P_LOG_DEBUG, "cma: no memfd for the epoch table (%s)",
+                std::strerror(errno));
+        delete region;
+        t->slots = new std::atomic<uint64_t>[kEpochSlots + 1]();
+    }
+    return t;
+}
+
+std::atomic<const EpochTable *> g_table{nullptr};
+std::mutex g_table_mu;  // creates g_table
+const EpochTable *g_parents_table = nullptr;  // in a forked child: kept, unused
+
+void table_lock_for_fork() { g_table_mu.lock(); }
+void table_unlock_in_parent() { g_table_mu.unlock(); }
+
+/** A forked child inherits the parent's table, a memfd both have mapped:
+ *  its bumps would cancel the parent's sends. The child makes its own on
+ *  first use (the parent's stays mapped here, unused). */
+void table_renew_in_child() {
+    g_table_mu.unlock();
+    g_parents_table = g_table.load(std::memory_order_relaxed);
+    g_table.store(nullptr, std::memory_order_relaxed);
+}
+
+__attribute__((noinline, cold)) const EpochTable &first_epoch_table() {
+    // Outside the lock: a fork in progress holds glibc's handler list while
+    // its prepare handler waits for the lock.
+    static const bool fork_handlers = pthread_atfork(
+        table_lock_for_fork, table_unlock_in_parent, table_renew_in_child) == 0;
+    (void)fork_handlers;
+    std::lock_guard<std::mutex> lock(g_table_mu);
+    const EpochTable *t = g_table.load(std::memory_order_relaxed);
+    if (t == nullptr) {
+        t = make_epoch_table();
+        g_table.store(t, std::memory_order_release);
+    }
+    return *t;
+}
+
 const EpochTable &epoch_table() {
-    static const EpochTable table = [] {
-        EpochTable t;
-        auto *region = new shm::Region();  // process lifetime
-        if (region->create(kEpochTableBytes, "ucxp2p-epochs")) {
-            t.slots = new (region->data()) std::atomic<uint64_t>[kEpochSlots + 1]();
-            t.region = region;
-            t.fd = region->fd();
-            t.ino = region->ino();
-        } else {
-            P2P_LOG(P2P_LOG_DEBUG, "cma: no memfd for the epoch table (%s)",
-                    std::strerror(errno));
-            delete region;
-            t.slots = new std::atomic<uint64_t>[kEpochSlots + 1]();
-        }
-        return t;
-    }();
-    return table;
+    const EpochTable *t = g_table.load(std::memory_order_acquire);
+    return __builtin_expect(t != nullptr, 1) ? *t : first_epoch_table();
 }
 
 bool read_boot_id(uint8_t out[16]) {
@@ -131,8 +165,6 @@ Identity compute_identity() {
         return id;
     }
     id.enabled = 1;
-    id.epoch_fd = epoch_table().fd;
-    id.epoch_ino = epoch_table().ino;
     return id;
 }
 
@@ -141,10 +173,15 @@ Identity compute_identity() {
 Identity local_identity() {
     static const Identity id = compute_identity();
     // Peers read this pid's memory: a forked child inherits the rest (boot,
-    // pid namespace, the epoch table's fd and mapping) but is not its
-    // parent, whose bytes at the same addresses differ.
+    // pid namespace) but is not its parent, whose bytes at the same
+    // addresses differ; nor does it share the parent's epoch table.
     Identity mine = id;
     mine.pid = static_cast<uint32_t>(getpid());
+    if (mine.enabled) {
+        const EpochTable &t = epoch_table();
+        mine.epoch_fd = t.fd;
+        mine.epoch_ino = t.ino;
+    }
     return mine;
 }
 

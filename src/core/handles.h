@@ -208,6 +208,27 @@ public:
         }
     }
 
+    /** fork() support (pthread_atfork): hold the registry's lock across
+     *  the fork, so that the child's copy is not left locked by a thread
+     *  that does not exist there. */
+    void lock_for_fork() { mu_.lock(); }
+    void unlock_after_fork() { mu_.unlock(); }
+
+    /** In a child made by fork(), single-threaded, after unlock_after_fork:
+     *  forget every object without destroying it. The parent still owns
+     *  what they hold (UCX workers, threads, shared memory): tearing them
+     *  down here would break the parent. Their ids stop matching, so the
+     *  child's calls on inherited handles fail as on destroyed ones. The
+     *  slots keep their objects (never freed, still reachable: no leak
+     *  report) and are not reused; free slots stay free. */
+    void abandon_in_child() {
+        for (uint32_t i = 0; i < static_cast<uint32_t>(used_); ++i) {
+            Slot *s = slot_at(i);
+            s->id.store(0, std::memory_order_relaxed);
+            s->refs.store(0, std::memory_order_relaxed);  // lookups fail
+        }
+    }
+
 private:
     static constexpr uint32_t kNone = ~0u;
 

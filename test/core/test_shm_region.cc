@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -163,4 +164,41 @@ TEST(ShmRegion, FaultingReadOfAWithdrawnSendIsCancelled) {
     EXPECT_EQ(EFAULT, err);
     epoch = 6;  // the sender withdrew the send
     EXPECT_EQ(cma::ReadResult::CANCELLED, cma::read(getpid(), rts, 0, 100, dst.data(), &err));
+}
+
+// A child forked after the parent's first single-copy send has its own
+// epoch table: withdrawing its sends must not cancel the parent's.
+TEST(ShmRegion, ForkedChildHasItsOwnEpochTable) {
+    cma::Rts rts{};
+    const uint32_t seq = cma::next_seq();
+    cma::stamp_epoch(&rts, seq);  // the parent's table exists now
+    const cma::Identity parent = cma::local_identity();
+    int fds[2];
+    ASSERT_EQ(0, ::pipe(fds));
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        cma::bump_epoch(seq);  // withdraws the child's send of the same seq
+        const cma::Identity mine = cma::local_identity();
+        const uint64_t out[2] = {mine.epoch_ino, static_cast<uint64_t>(mine.pid)};
+        ssize_t w = ::write(fds[1], out, sizeof(out));
+        ::_exit(w == static_cast<ssize_t>(sizeof(out)) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    uint64_t in[2] = {};
+    ssize_t got = ::read(fds[0], in, sizeof(in));
+    ::close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(pid, ::waitpid(pid, &status, 0));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(in)), got);
+    EXPECT_EQ(static_cast<uint64_t>(pid), in[1]);
+    if (parent.enabled && parent.epoch_fd >= 0) {
+        EXPECT_NE(parent.epoch_ino, in[0]) << "the child names the parent's table";
+    }
+    // The parent's send of that seq is still live.
+    const uint8_t *table =
+        reinterpret_cast<const uint8_t *>(rts.epoch_addr) - (seq % cma::kEpochSlots) * 8;
+    EXPECT_FALSE(cma::epoch_moved(table, seq, rts.epoch));
 }

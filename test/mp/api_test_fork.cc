@@ -1,0 +1,107 @@
+/*
+ * api_test: a process forked after it used the library. The child starts
+ * without the parent's handles (they fail there as destroyed ones do, and
+ * releasing them releases nothing of the parent's), may make its own, and
+ * exits normally; the parent's objects keep working.
+ */
+#include "api_util.h"
+
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+using apitest::ApiFixture;
+using apitest::Buf;
+
+namespace {
+
+/** One loopback message of len bytes through comm; true when it arrived
+ *  whole. The buffers are registered with ctx for the call. */
+bool loopback(p2p_context_h ctx, p2p_comm_h comm, size_t len, uint32_t tid) {
+    Buf s(len, 0x3c), r(len, 0);
+    p2p_mem_h sm = nullptr, rm = nullptr;
+    if (p2p_mem_register(ctx, s.data(), len, &sm) != P2P_OK) return false;
+    if (p2p_mem_register(ctx, r.data(), len, &rm) != P2P_OK) return false;
+    bool ok = p2p_comm_recv(comm, 0, tid, r.data(), len, rm, nullptr) == P2P_OK &&
+              p2p_comm_send(comm, 0, tid, s.data(), len, sm, nullptr) == P2P_OK;
+    for (p2p_queue_t q : {P2P_QUEUE_RECV, P2P_QUEUE_SEND}) {
+        p2p_completion_t c{};
+        size_t n = 0;
+        ok = ok && p2p_comm_wait(comm, q, &c, 1, &n, 10000) == P2P_OK && n == 1 &&
+             c.status == P2P_OK;
+    }
+    ok = ok && std::memcmp(s.data(), r.data(), len) == 0;
+    ok = p2p_mem_deregister(sm) == P2P_OK && ok;
+    return p2p_mem_deregister(rm) == P2P_OK && ok;
+}
+
+/** The child's checks; returns 0, or the number of the first that failed
+ *  (its exit status). */
+int child_checks(p2p_context_h ctx, p2p_bootstrap_h bs, p2p_comm_h comm, p2p_mem_h mem,
+                 void *buf, size_t len) {
+    // The parent's handles: unknown here.
+    if (p2p_comm_send(comm, 0, 1, buf, len, mem, nullptr) != P2P_ERR_INVALID_HANDLE) return 1;
+    size_t n = 0;
+    if (p2p_comm_pending(comm, P2P_QUEUE_SEND, &n) != P2P_ERR_INVALID_HANDLE) return 2;
+    p2p_bootstrap_info_t info{};
+    if (p2p_bootstrap_query(bs, &info) != P2P_ERR_INVALID_HANDLE) return 3;
+    // Releasing them releases nothing (the parent's UCX worker, its
+    // shared memory and threads stay as they are).
+    if (p2p_mem_deregister(mem) != P2P_ERR_INVALID_HANDLE) return 4;
+    if (p2p_comm_destroy(comm) != P2P_ERR_INVALID_HANDLE) return 5;
+    if (p2p_bootstrap_destroy(bs) != P2P_ERR_INVALID_HANDLE) return 6;
+    if (p2p_context_destroy(ctx) != P2P_ERR_INVALID_HANDLE) return 7;
+    // Its own objects work.
+    p2p_context_h c2 = nullptr;
+    p2p_bootstrap_h b2 = nullptr;
+    p2p_comm_h m2 = nullptr;
+    if (p2p_context_create(nullptr, &c2) != P2P_OK) return 8;
+    if (p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &b2) != P2P_OK) return 9;
+    if (p2p_comm_create(c2, b2, &m2) != P2P_OK) return 10;
+    if (!loopback(c2, m2, 8, 11) || !loopback(c2, m2, size_t(1) << 20, 12)) return 11;
+    if (p2p_comm_destroy(m2) != P2P_OK || p2p_bootstrap_destroy(b2) != P2P_OK) return 12;
+    // One context left to exit() (its handlers stop what is still running).
+    if (p2p_context_create(nullptr, &c2) != P2P_OK) return 13;
+    return 0;
+}
+
+class ApiFork : public ApiFixture {};
+
+} // namespace
+
+TEST_F(ApiFork, ChildStartsWithoutTheParentsHandlesAndTheParentsKeepWorking) {
+    // The parent's context has moved data (UCX worker, progress thread and
+    // same-host state all in use) and holds a registration at the fork.
+    ASSERT_TRUE(loopback(ctx_, comm_, size_t(1) << 20, 1));
+    Buf held(4096, 0x11);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, held.data(), held.size(), &mem));
+    std::fflush(stdout);  // the child's exit() flushes its copy too
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        // exit(), not _exit: the library's exit handlers run in the child.
+        std::exit(child_checks(ctx_, bs_, comm_, mem, held.data(), held.size()));
+    }
+    int status = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 600 && got == 0; ++i) {  // at most 60 s
+        got = ::waitpid(pid, &status, WNOHANG);
+        if (got == 0) ::usleep(100 * 1000);
+    }
+    if (got == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        FAIL() << "the forked child hung";
+    }
+    ASSERT_EQ(pid, got);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+    EXPECT_EQ(0, WEXITSTATUS(status)) << "child check " << WEXITSTATUS(status) << " failed";
+    // The parent's objects are untouched by what the child released.
+    EXPECT_TRUE(loopback(ctx_, comm_, size_t(1) << 20, 2));
+    EXPECT_TRUE(loopback(ctx_, comm_, 8, 3));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
