@@ -60,7 +60,7 @@
  *   nothing: the UCX workers, threads and shared memory stay the
  *   parent's). The child may create its own context and communicators.
  *   Memory from p2p_mem_alloc is shared with the child (MAP_SHARED), as
- *   any shared mapping is.
+ *   any shared mapping is; p2p_mem_free there unmaps the child's view only.
  */
 #ifndef UCXP2P_P2P_H
 #define UCXP2P_P2P_H

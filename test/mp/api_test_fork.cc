@@ -6,6 +6,8 @@
  */
 #include "api_util.h"
 
+#include <ucxp2p/p2p_mem.h>
+
 #include <sys/wait.h>
 
 #include <cstdint>
@@ -40,7 +42,7 @@ bool loopback(p2p_context_h ctx, p2p_comm_h comm, size_t len, uint32_t tid) {
 /** The child's checks; returns 0, or the number of the first that failed
  *  (its exit status). */
 int child_checks(p2p_context_h ctx, p2p_bootstrap_h bs, p2p_comm_h comm, p2p_mem_h mem,
-                 void *buf, size_t len) {
+                 void *buf, size_t len, void *alloc, p2p_mem_h alloc_mem) {
     // The parent's handles: unknown here.
     if (p2p_comm_send(comm, 0, 1, buf, len, mem, nullptr) != P2P_ERR_INVALID_HANDLE) return 1;
     size_t n = 0;
@@ -53,6 +55,8 @@ int child_checks(p2p_context_h ctx, p2p_bootstrap_h bs, p2p_comm_h comm, p2p_mem
     if (p2p_comm_destroy(comm) != P2P_ERR_INVALID_HANDLE) return 5;
     if (p2p_bootstrap_destroy(bs) != P2P_ERR_INVALID_HANDLE) return 6;
     if (p2p_context_destroy(ctx) != P2P_ERR_INVALID_HANDLE) return 7;
+    // The child's view of a shared allocation is its own to unmap.
+    if (p2p_mem_free(alloc, alloc_mem) != P2P_OK) return 14;
     // Its own objects work.
     p2p_context_h c2 = nullptr;
     p2p_bootstrap_h b2 = nullptr;
@@ -78,13 +82,18 @@ TEST_F(ApiFork, ChildStartsWithoutTheParentsHandlesAndTheParentsKeepWorking) {
     Buf held(4096, 0x11);
     p2p_mem_h mem = nullptr;
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, held.data(), held.size(), &mem));
+    const size_t kAlloc = size_t(1) << 20;
+    void *alloc = nullptr;
+    p2p_mem_h alloc_mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, 2 * kAlloc, -1, &alloc, &alloc_mem));
     std::fflush(stdout);  // the child's exit() flushes its copy too
     std::fflush(stderr);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
         // exit(), not _exit: the library's exit handlers run in the child.
-        std::exit(child_checks(ctx_, bs_, comm_, mem, held.data(), held.size()));
+        std::exit(child_checks(ctx_, bs_, comm_, mem, held.data(), held.size(), alloc,
+                               alloc_mem));
     }
     int status = 0;
     pid_t got = 0;
@@ -104,4 +113,14 @@ TEST_F(ApiFork, ChildStartsWithoutTheParentsHandlesAndTheParentsKeepWorking) {
     EXPECT_TRUE(loopback(ctx_, comm_, size_t(1) << 20, 2));
     EXPECT_TRUE(loopback(ctx_, comm_, 8, 3));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    // The shared allocation is still mapped and registered here.
+    uint8_t *a = static_cast<uint8_t *>(alloc);
+    std::memset(a, 0x5a, kAlloc);
+    std::memset(a + kAlloc, 0, kAlloc);
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 4, a + kAlloc, kAlloc, alloc_mem, nullptr));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 4, a, kAlloc, alloc_mem, nullptr));
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_RECV).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(0, std::memcmp(a, a + kAlloc, kAlloc));
+    EXPECT_EQ(P2P_OK, p2p_mem_free(alloc, alloc_mem));
 }
