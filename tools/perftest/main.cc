@@ -94,13 +94,31 @@ int run_main(int argc, char **argv) {
     if (st != P2P_OK) {
         return fail(s, "p2p_comm_create", st);
     }
-    st = s.data.create(s.ctx.get(), buffer_bytes_needed(opts), opts.lib_alloc,
-                       opts.mem_type);
+    /* Ranks past 1 only join setup and mem, which move no payload: a pool
+     * there is memory taken from the ranks that measure. */
+    const size_t data_bytes = s.rank <= 1 ? buffer_bytes_needed(opts) : 64;
+    if (opts.mem_type == "host" && s.rank <= 1) {
+        /* Every byte is touched before the first point (--alloc lib's
+         * memfd is not even charged at mmap): a pool the machine cannot
+         * hold fills it until the OOM killer ends someone, so refuse it
+         * now. Ranks 0 and 1 each take one, on one host when it runs
+         * two or more ranks. */
+        const uint64_t here = s.boot.info().local_size >= 2 ? 2 : 1;
+        const uint64_t avail = memory_available();
+        if (avail != 0 && uint64_t(data_bytes) > avail / here) {
+            std::fprintf(stderr, "p2p_perftest: rank %u: payload buffers of %zu bytes "
+                         "(x%llu ranks on this host) are more than the memory available "
+                         "(%llu bytes); use smaller -s, -b or -p\n", s.rank, data_bytes,
+                         (unsigned long long)here, (unsigned long long)avail);
+            return 1;
+        }
+    }
+    st = s.data.create(s.ctx.get(), data_bytes, opts.lib_alloc, opts.mem_type);
     if (st == P2P_OK) {
         st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
     }
     if (st != P2P_OK) {
-        return fail(s, "p2p_mem_register", st);
+        return fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register", st);
     }
 
     std::vector<Point> points;

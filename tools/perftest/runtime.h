@@ -145,6 +145,9 @@ private:
 uint64_t rss_bytes();
 /** Pinned memory in bytes (VmPin of /proc/self/status); 0 if unknown. */
 uint64_t pinned_bytes();
+/** Memory a new allocation can use without swapping out others: MemAvailable
+ *  of /proc/meminfo, else the physical memory; 0 if unknown. */
+uint64_t memory_available();
 
 } // namespace perftest
 
