@@ -506,6 +506,27 @@ TEST(Perftest, BufferLargerThanMemoryFailsAtOnce) {
     }
 }
 
+// Ranks started with different options (an MPMD launch, ranks started by
+// hand) stop at once with a message saying so: they ran different
+// message sequences and waited out --timeout ("timed out", "peer failed"),
+// or, with --check on one side only, reported every payload as wrong.
+TEST(Perftest, RanksWithDifferentOptionsStopAtOnce) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    const std::string common = " -t lat,bw -s 8 -n 20 -W 4 --timeout 20 -q --csv";
+    for (const char *extra : {" -w 5", " --check", " -s 16"}) {
+        SCOPED_TRACE(extra);
+        const std::string cmd = perftest() + common;
+        ProcResult r = run("env UCX_TLS=shm,self " + p2prun() +
+                           " -n 2 --no-prefix --timeout 60 -- sh -c 'if [ \"$RANK\" = 1 ]; "
+                           "then exec " + cmd + extra + "; else exec " + cmd + "; fi'", 70);
+        EXPECT_EQ(2, r.rc) << r.out << r.err;
+        EXPECT_NE(std::string::npos, r.err.find("options differ from rank 0's")) << r.err;
+        EXPECT_EQ(std::string::npos, r.out.find("lat,8,")) << r.out;
+    }
+}
+
 TEST(Perftest, BadCommandLinesFailCleanly) {
     ProcResult help = run(perftest() + " --help", 20);
     EXPECT_EQ(help.rc, 0);

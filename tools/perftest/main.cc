@@ -62,6 +62,74 @@ p2p_status_t send_go(Session &s) {
     return st != P2P_OK ? st : t.first_error;
 }
 
+/** What every rank must agree on: the options that decide the message
+ *  sequence or what a point measures (not the output format, -q or
+ *  --timeout, which only rank 0's or one rank's own). FNV-1a of their
+ *  text. */
+uint64_t options_fingerprint(const Options &o) {
+    std::string t;
+    for (const std::string &test : o.tests) {
+        t += test + ",";
+    }
+    t += "|";
+    for (size_t size : o.sizes) {
+        t += std::to_string(size) + ",";
+    }
+    for (uint64_t v : {o.iters, o.warmup, uint64_t(o.window), uint64_t(o.batch_count),
+                       uint64_t(o.batch_size), uint64_t(o.batch_size_given),
+                       uint64_t(o.pool_bytes), uint64_t(o.use_wait), uint64_t(o.check),
+                       uint64_t(o.comms), uint64_t(o.lib_alloc), uint64_t(o.post_batch)}) {
+        t += "|" + std::to_string(v);
+    }
+    t += "|" + o.mem_type + "|" + o.threads;
+    uint64_t h = 14695981039346656037ull;
+    for (unsigned char c : t) {
+        h = (h ^ c) * 1099511628211ull;
+    }
+    return h;
+}
+
+/** Every rank sends its fingerprint to rank 0, rank 0 sends its own to
+ *  every rank; *same: what this rank saw agrees (rank 0: every rank's). */
+p2p_status_t compare_options(Session &s, bool *same) {
+    Reaper rp(s.comm.get(), true);
+    rp.set_deadline(s.deadline());
+    const uint64_t mine = options_fingerprint(s.opts);
+    char *out = s.ctrl.data() + kCtrlAckSend;
+    std::memcpy(out, &mine, sizeof(mine));
+    const uint32_t first = s.rank == 0 ? 1 : 0, last = s.rank == 0 ? s.size : 1;
+    for (uint32_t p = first; p < last; ++p) {
+        char *in = s.ctrl.data() + kCtrlReportRecv + 64 * (p % 4096);
+        p2p_status_t st = p2p_comm_recv(s.comm.get(), p, s.tag_report(), in, sizeof(mine),
+                                        s.ctrl.mem(), nullptr);
+        if (st == P2P_OK) {
+            st = p2p_comm_send(s.comm.get(), p, s.tag_report(), out, sizeof(mine),
+                               s.ctrl.mem(), nullptr);
+        }
+        if (st != P2P_OK) {
+            return st;
+        }
+    }
+    Tally ts, tr;
+    p2p_status_t st = rp.reap_both(last - first, &ts, last - first, &tr);
+    if (st != P2P_OK || ts.first_error != P2P_OK || tr.first_error != P2P_OK) {
+        return st != P2P_OK ? st : ts.first_error != P2P_OK ? ts.first_error : tr.first_error;
+    }
+    *same = true;
+    for (uint32_t p = first; p < last; ++p) {
+        uint64_t theirs;
+        std::memcpy(&theirs, s.ctrl.data() + kCtrlReportRecv + 64 * (p % 4096),
+                    sizeof(theirs));
+        if (theirs != mine) {
+            *same = false;
+            std::fprintf(stderr, "p2p_perftest: rank %u: options differ from rank 0's "
+                         "(start every rank with the same options)\n",
+                         s.rank == 0 ? p : s.rank);
+        }
+    }
+    return P2P_OK;
+}
+
 int fail(Session &s, const char *what, p2p_status_t st) {
     report_error(s.rank, what, st);
     return 1;
@@ -94,6 +162,22 @@ int run_main(int argc, char **argv) {
     if (st != P2P_OK) {
         return fail(s, "p2p_comm_create", st);
     }
+    st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
+    if (st != P2P_OK) {
+        return fail(s, "p2p_mem_register", st);
+    }
+    /* Ranks that parsed other options run other message sequences: they
+     * would wait for each other until --timeout, or report good payloads
+     * as bad. seq 0 is no point's. */
+    bool same = false;
+    s.seq = 0;
+    st = compare_options(s, &same);
+    if (st != P2P_OK) {
+        return fail(s, "comparing options with rank 0", st);
+    }
+    if (!same) {
+        return 2;
+    }
     /* Ranks past 1 only join setup and mem, which move no payload: a pool
      * there is memory taken from the ranks that measure. */
     const size_t data_bytes = s.rank <= 1 ? buffer_bytes_needed(opts) : 64;
@@ -114,9 +198,6 @@ int run_main(int argc, char **argv) {
         }
     }
     st = s.data.create(s.ctx.get(), data_bytes, opts.lib_alloc, opts.mem_type);
-    if (st == P2P_OK) {
-        st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
-    }
     if (st != P2P_OK) {
         return fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register", st);
     }
