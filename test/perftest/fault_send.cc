@@ -3,7 +3,8 @@
  * rank named by FAULT_RANK (the launcher's RANK) so that tests can show
  * p2p_perftest notices data it did not get. FAULT=half sends the first half
  * of each payload; FAULT=corrupt flips the payload's first byte before
- * sending it. Payloads are perftest's data messages: tensor ids below its
+ * sending it; FAULT=fail_big fails every payload send over 4 KiB (a point
+ * that cannot run, after smaller ones that could). Payloads are perftest's data messages: tensor ids below its
  * control ids (ack, report, go: the top three of each point's range).
  */
 #include <ucxp2p/p2p.h>
@@ -38,6 +39,8 @@ extern "C" p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t t
     if (faults && payload && mode != nullptr) {
         if (std::strcmp(mode, "half") == 0) {
             length /= 2;
+        } else if (std::strcmp(mode, "fail_big") == 0 && length > 4096) {
+            return P2P_ERR_TRANSPORT;
         } else if (std::strcmp(mode, "corrupt") == 0) {
             static_cast<unsigned char *>(const_cast<void *>(buffer))[0] ^= 0xff;
         }

@@ -527,6 +527,29 @@ TEST(Perftest, RanksWithDifferentOptionsStopAtOnce) {
     }
 }
 
+// A run that fails at a later point still prints the points it measured in
+// --json, marked incomplete (as --csv and the table print their rows): the
+// JSON document came only at the end, so nothing at all was printed.
+TEST(Perftest, JsonKeepsThePointsMeasuredBeforeAFailure) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2_fault("fail_big", 0, "-t lat -s 8,8192 -n 5 --timeout 20 --json -q");
+    EXPECT_EQ(1, r.rc) << r.out << r.err;
+    jsonmini::Value doc;
+    const std::string text = from_line(r.out, "{");
+    jsonmini::Parser p(text);
+    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out << r.err;
+    ASSERT_TRUE(doc.has("complete")) << r.out;
+    EXPECT_FALSE(doc.at("complete").b) << r.out;
+    ASSERT_EQ(1u, doc.at("results").arr.size()) << r.out;
+    check_result(doc.at("results").arr[0]);
+    jsonmini::Value whole;
+    std::string out;
+    ASSERT_TRUE(run2_json("-t lat -s 8 -n 5 --json -q", &whole, &out));
+    EXPECT_TRUE(whole.at("complete").b) << out;
+}
+
 TEST(Perftest, BadCommandLinesFailCleanly) {
     ProcResult help = run(perftest() + " --help", 20);
     EXPECT_EQ(help.rc, 0);

@@ -228,6 +228,9 @@ int run_main(int argc, char **argv) {
                                                   ? wait_go(s, idle_deadline)
                                                   : P2P_OK;
             if (st != P2P_OK) {
+                if (rep) {
+                    rep->finish(false);
+                }
                 return fail(s, "start of a collective test", st);
             }
         }
@@ -250,6 +253,9 @@ int run_main(int argc, char **argv) {
         if (st != P2P_OK) {
             std::string what = "test " + pt.test + " size " +
                                std::to_string(pt.size);
+            if (rep) {
+                rep->finish(false);  /* the points measured so far */
+            }
             return fail(s, what.c_str(), st);
         }
         if (s.rank == 0) {
@@ -264,6 +270,9 @@ int run_main(int argc, char **argv) {
                                               ? wait_go(s, idle_deadline)
                                               : P2P_OK;
         if (st != P2P_OK) {
+            if (rep) {
+                rep->finish(false);
+            }
             return fail(s, "end of run", st);
         }
     }

@@ -156,7 +156,7 @@ void Reporter::add(const Result &r) {
     std::fflush(stdout);
 }
 
-void Reporter::finish() {
+void Reporter::finish(bool complete) {
     if (opts_.format == Format::TABLE && header_done_) {
         std::printf("+-------+----------+---------+------+-----------------"
                     "------------------------------+---------------------+"
@@ -172,14 +172,15 @@ void Reporter::finish() {
                 "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n  \"mem_type\": \"%s\",\n"
                 "  \"alloc\": \"%s\",\n  \"posts\": \"%s\",\n  \"threads\": \"%s\",\n"
                 "  \"window\": %u,\n"
-                "  \"check\": %s,\n  \"results\": [",
+                "  \"check\": %s,\n  \"complete\": %s,\n  \"results\": [",
                 json_escape(p2p_version()).c_str(),
                 (long long)std::time(nullptr), world_size_,
                 json_escape(bootstrap_).c_str(),
                 opts_.use_wait ? "wait" : "poll",
                 opts_.pool_bytes ? "pool" : "reuse", opts_.pool_bytes,
                 json_escape(opts_.mem_type).c_str(), opts_.lib_alloc ? "lib" : "user", opts_.post_batch ? "batch" : "single",
-                json_escape(opts_.threads_in_effect()).c_str(), opts_.window, opts_.check ? "true" : "false");
+                json_escape(opts_.threads_in_effect()).c_str(), opts_.window, opts_.check ? "true" : "false",
+                complete ? "true" : "false");
     for (size_t i = 0; i < results_.size(); ++i) {
         const Result &r = results_[i];
         Stats s = stats_of(r.samples_us);

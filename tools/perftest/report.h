@@ -46,8 +46,9 @@ public:
     Reporter(const Options &opts, uint32_t world_size, const char *bootstrap);
     /** Print one result as soon as it is known (table/CSV: a row). */
     void add(const Result &r);
-    /** Print what must come at the end (JSON document). */
-    void finish();
+    /** Print what must come at the end (JSON document). complete: false
+     *  when the run stopped before its last point (JSON "complete"). */
+    void finish(bool complete = true);
 
 private:
     void header();
