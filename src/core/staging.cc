@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/memtype.h"
 
+#include <new>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,7 +70,13 @@ p2p_status_t Shadow::create(const void *dev, size_t len, std::unique_ptr<Shadow>
                 "memory at %p", map_len, dev);
         return P2P_ERR_NO_MEMORY;
     }
-    std::unique_ptr<Shadow> s(new Shadow());
+    // Not a throwing new: the mapping would be left behind (the caller's
+    // exception barrier reports NO_MEMORY but cannot unmap it).
+    std::unique_ptr<Shadow> s(new (std::nothrow) Shadow());
+    if (!s) {
+        munmap(host, map_len);
+        return P2P_ERR_NO_MEMORY;
+    }
     s->drv_ = d;
     s->ctx_ = ctx;
     s->dev_ = base;

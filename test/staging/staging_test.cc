@@ -14,6 +14,7 @@
 #include "fake_cuda.h"
 
 #include "core/staging.h"
+#include "../fail_each.h"
 #include "../mp/api_util.h"
 #include "../rank_session.h"
 #include "../scoped_env.h"
@@ -26,6 +27,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -347,6 +349,44 @@ TEST_F(Staged, CanceledReceiveCopiesNothingToTheDevice) {
     EXPECT_EQ(htod + 1, fakecuda::stats().htod.load());
     EXPECT_EQ(0u, wrong(dst.rw(), 4096, 60));
     EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+}
+
+namespace {
+
+/** Bytes of address space this process maps now (VmSize). */
+size_t mapped_bytes() {
+    std::ifstream f("/proc/self/statm");
+    size_t pages = 0;
+    f >> pages;
+    return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+} // namespace
+
+// A registration of device memory with each of its allocations failing in
+// turn: P2P_ERR_NO_MEMORY, the handle untouched, and the host copy given
+// back. The copy (kLen of address space, far more than anything else one
+// call maps) was left mapped when the allocation after its mmap failed.
+TEST_F(Staged, EachFailedAllocationOfARegistrationKeepsNoHostCopy) {
+    const size_t kLen = size_t(256) << 20;
+    fakecuda::Mem dev(kLen);
+    ASSERT_NE(nullptr, dev.p);
+    p2p_mem_h mem = apitest::bogus_handle<p2p_mem_h>();
+    size_t before = mapped_bytes();
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_mem_register(ctx_, dev.p, kLen, &mem); },
+        [&](p2p_status_t last) {
+            st = last;
+            if (st == P2P_OK) return;
+            EXPECT_EQ(apitest::bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
+            const size_t after = mapped_bytes();
+            EXPECT_LT(after, before + kLen) << "the host copy was left mapped";
+            before = after;
+        });
+    ASSERT_EQ(P2P_OK, st) << "still failing after " << k << " allocations";
+    EXPECT_GT(k, 0u) << "nothing was failed";
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
 }
 
 TEST(StagedConfig, OffRefusesDeviceMemory) {
