@@ -143,6 +143,36 @@ TEST_F(NumaMem, NearestNodeSendRecvOnOneRankComm) {
     EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
 }
 
+// p2p_mem_free while an operation uses the memory: P2P_ERR_BUSY and
+// nothing released -- still registered, mapped and a memfd, so the
+// operation completes into it -- and the free succeeds once it is done.
+TEST_F(NumaMem, FreeWithAnOperationInFlightIsBusy) {
+    make_comm();
+    const size_t before = ucxp2p_memfds();
+    const size_t kMsg = 64;
+    void *p = nullptr;
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, 8192, -1, &p, &mem));
+    auto *b = static_cast<unsigned char *>(p);
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 9, b + 4096, kMsg, mem, nullptr));
+    EXPECT_EQ(P2P_ERR_BUSY, p2p_mem_free(p, mem));
+    EXPECT_EQ(before + 1, ucxp2p_memfds()) << "the BUSY free closed the memfd";
+    EXPECT_EQ(1u, ucxp2p::mem_registrations(ctx_)) << "the BUSY free deregistered";
+    for (size_t i = 0; i < kMsg; ++i) b[i] = static_cast<unsigned char>(i + 1);
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 9, b, kMsg, mem, nullptr));
+    p2p_completion_t e{};
+    size_t got = 0;
+    ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &e, 1, &got, 10000));
+    ASSERT_EQ(1u, got);
+    EXPECT_EQ(P2P_OK, e.status);
+    EXPECT_EQ(kMsg, e.bytes);
+    EXPECT_EQ(0, std::memcmp(b, b + 4096, kMsg));
+    ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &e, 1, &got, 10000));
+    EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+    EXPECT_EQ(before, ucxp2p_memfds());
+    EXPECT_EQ(0u, ucxp2p::mem_registrations(ctx_));
+}
+
 TEST_F(NumaMem, BadArguments) {
     void *p = nullptr;
     p2p_mem_h mem = nullptr;
