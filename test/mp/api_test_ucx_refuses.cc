@@ -12,6 +12,8 @@
  */
 #include "api_util.h"
 
+#include <ucxp2p/p2p_mem.h>
+
 #include <ucp/api/ucp.h>
 
 #include <atomic>
@@ -139,6 +141,49 @@ TEST_F(UcxRefuses, MemRegisterIsTransportWhenUcxRefuses) {
     }
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 4096, &mem));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+namespace {
+
+/** How many of this process' descriptors are memfds (p2p_mem_alloc's). */
+size_t memfds() {
+    size_t n = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+        char path[64], target[256];
+        std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        const ssize_t len = readlink(path, target, sizeof(target) - 1);
+        if (len <= 0) continue;
+        target[len] = '\0';
+        n += std::strncmp(target, "/memfd:", 7) == 0 ? 1 : 0;
+    }
+    return n;
+}
+
+} // namespace
+
+// p2p_mem_alloc whose registration UCX refuses: P2P_ERR_TRANSPORT (UCX out
+// of memory: P2P_ERR_NO_MEMORY), the outputs untouched and the memory
+// given back (no memfd left open), and the call succeeding once UCX agrees.
+TEST_F(UcxRefuses, MemAllocIsTransportWhenUcxRefuses) {
+    const size_t fds = memfds();
+    void *p = reinterpret_cast<void *>(0x5eed);
+    p2p_mem_h mem = apitest::bogus_handle<p2p_mem_h>();
+    const struct {
+        ucs_status_t ucx;
+        p2p_status_t expect;
+    } cases[] = {{UCS_ERR_INVALID_PARAM, P2P_ERR_TRANSPORT},
+                 {UCS_ERR_NO_MEMORY, P2P_ERR_NO_MEMORY}};
+    for (const auto &k : cases) {
+        SCOPED_TRACE(ucs_status_string(k.ucx));
+        Refuse r(g_mem_map_refusal, k.ucx);
+        EXPECT_EQ(k.expect, p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem));
+        EXPECT_EQ(reinterpret_cast<void *>(0x5eed), p) << "the address was written";
+        EXPECT_EQ(apitest::bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
+        EXPECT_EQ(fds, memfds()) << "the memory of the failed call was kept";
+    }
+    ASSERT_EQ(P2P_OK, p2p_mem_alloc(ctx_, 1 << 16, -1, &p, &mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_free(p, mem));
+    EXPECT_EQ(fds, memfds());
 }
 
 // A send or receive naming a peer whose endpoint UCX cannot create fails
