@@ -515,3 +515,57 @@ TEST(ApiNoMemory, FirstCallOfAThreadWithEveryRecordTaken) {
     cv.notify_all();
     for (std::thread &t : parked) t.join();
 }
+
+namespace {
+
+/** Everything written to f so far (f is left at its end). */
+std::string contents(FILE *f) {
+    std::string text;
+    std::rewind(f);
+    char b[512];
+    size_t n;
+    while ((n = std::fread(b, 1, sizeof(b), f)) > 0) text.append(b, n);
+    return text;
+}
+
+} // namespace
+
+// p2p_config_print lists a likely typo of a P2P_ variable; without memory
+// for that list it prints nothing (the documented "nothing printed"), not
+// a list cut short, and prints it all once memory is back.
+TEST(ApiNoMemory, ConfigPrintPrintsNothing) {
+    EnvGuard typo("P2P_PROGRES", "busy");  // one edit from P2P_PROGRESS
+    FILE *f = std::tmpfile();
+    ASSERT_NE(nullptr, f);
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_config_print(f); },
+        [&](p2p_status_t last) {
+            st = last;
+            if (st != P2P_OK) {
+                EXPECT_EQ("", contents(f)) << "printed without memory";
+            }
+        });
+    ASSERT_EQ(P2P_OK, st);
+    EXPECT_GT(k, 0u) << "nothing was failed";
+    const std::string text = contents(f);
+    std::fclose(f);
+    EXPECT_NE(std::string::npos, text.find("P2P_PROGRES is set but")) << text;
+}
+
+// p2p_local_rank_query names the variables it read; without memory for
+// that: P2P_ERR_NO_MEMORY, and the right answer once memory is back.
+TEST(ApiNoMemory, LocalRankQuery) {
+    EnvGuard a("P2P_LOCAL_RANK", nullptr), b("P2P_LOCAL_WORLD_SIZE", nullptr),
+        c("LOCAL_RANK", nullptr), d("LOCAL_WORLD_SIZE", nullptr),
+        e("OMPI_COMM_WORLD_LOCAL_RANK", "3"), f("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+    uint32_t rank = 99, size = 99;
+    p2p_status_t st = P2P_ERR_NO_MEMORY;
+    const unsigned k = p2ptest::fail_each_allocation(
+        [&] { return p2p_local_rank_query(&rank, &size); },
+        [&](p2p_status_t last) { st = last; });
+    ASSERT_EQ(P2P_OK, st);
+    EXPECT_GT(k, 0u) << "nothing was failed";
+    EXPECT_EQ(3u, rank);
+    EXPECT_EQ(4u, size);
+}
