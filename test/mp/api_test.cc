@@ -409,6 +409,24 @@ TEST(ApiMem, RegisterErrors) {
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
 }
 
+// A range past the end of the address space is refused before UCX sees it:
+// lengths whose end wraps around, by one byte or by all of them.
+TEST(ApiMem, RegisterRangePastTheEndOfTheAddressSpace) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    Buf b(4096);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(b.data());
+    p2p_mem_h mem = bogus_handle<p2p_mem_h>();
+    for (size_t len : {SIZE_MAX, size_t(UINTPTR_MAX - a) + 2}) {
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_register(ctx, b.data(), len, &mem))
+            << "length " << len;
+    }
+    EXPECT_EQ(bogus_handle<p2p_mem_h>(), mem) << "output written on failure";
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx, b.data(), 4096, &mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
 TEST(ApiMem, DeregisterErrors) {
     p2p_context_h ctx = nullptr;
     ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
