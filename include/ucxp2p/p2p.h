@@ -297,7 +297,9 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * so memory and setup time grow with the peers actually used, not with the
  * job size. At most 256 communicators may be alive per context.
  * The bootstrap must outlive the call only, not the communicator.
- * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM, P2P_ERR_BOOTSTRAP,
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (comm_p NULL; this
+ * rank's address for the exchange larger than its P2P_BOOTSTRAP_MAX_MSG),
+ * P2P_ERR_BOOTSTRAP,
  * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id; with more than
  * one rank, also when another p2p_comm_create on this context, over another
  * bootstrap, took the id the ranks agreed on while this one ran), P2P_ERR_TIMEOUT,

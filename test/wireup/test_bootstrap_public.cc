@@ -244,3 +244,25 @@ TEST_F(BootstrapPublic, EachAllocationOfTcpCreateFailsCleanly) {
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
     EXPECT_EQ(fds, open_fds());
 }
+
+// A communicator whose address exchange would carry more than this rank's
+// P2P_BOOTSTRAP_MAX_MSG: p2p_comm_create refuses its own contribution with
+// P2P_ERR_INVALID_PARAM (a setting too small for it; another rank's too
+// large frame is P2P_ERR_BOOTSTRAP) and makes no communicator.
+TEST_F(BootstrapPublic, CommCreateWithAnAddressAboveMaxMsgIsInvalidParam) {
+    set("RANK", "0");
+    set("WORLD_SIZE", "1");
+    set("MASTER_ADDR", "127.0.0.1");
+    set("P2P_MASTER_PORT", std::to_string(wtest::free_port_block(1)));
+    set("P2P_JOB_TOKEN", token_ + "-maxmsg");
+    set("P2P_BOOTSTRAP_MAX_MSG", "16");  // a worker address is far longer
+    p2p_bootstrap_h bs = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs));
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    p2p_comm_h comm = reinterpret_cast<p2p_comm_h>(0x5eed);
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_create(ctx, bs, &comm));
+    EXPECT_EQ(reinterpret_cast<p2p_comm_h>(0x5eed), comm);
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
