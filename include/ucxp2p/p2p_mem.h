@@ -35,9 +35,9 @@ extern "C" {
  * on success. Release with p2p_mem_free (not p2p_mem_deregister).
  * Errors: P2P_ERR_INVALID_HANDLE (context), P2P_ERR_INVALID_PARAM (zero
  * length, NULL address_p or mem_p, numa_node < -1 or not a node of this
- * machine), P2P_ERR_NO_MEMORY (mmap failed), P2P_ERR_UNSUPPORTED (the
- * kernel refused to bind to numa_node >= 0), P2P_ERR_TRANSPORT
- * (registration).
+ * machine), P2P_ERR_NO_MEMORY (mmap failed, or UCX ran out of memory
+ * registering it), P2P_ERR_UNSUPPORTED (the kernel refused to bind to
+ * numa_node >= 0), P2P_ERR_TRANSPORT (UCX refused the registration).
  */
 p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length, int numa_node,
                            void **address_p, p2p_mem_h *mem_p);
