@@ -67,7 +67,9 @@ const EpochTable *make_epoch_table() {
 
 std::atomic<const EpochTable *> g_table{nullptr};
 std::mutex g_table_mu;  // creates g_table
-const EpochTable *g_parents_table = nullptr;  // in a forked child: kept, unused
+// In a forked child: the parent's table, kept reachable (no leak report).
+// Atomic: a plain variable that is never read may lose its stores.
+std::atomic<const EpochTable *> g_parents_table{nullptr};
 
 void table_lock_for_fork() { g_table_mu.lock(); }
 void table_unlock_in_parent() { g_table_mu.unlock(); }
@@ -77,7 +79,7 @@ void table_unlock_in_parent() { g_table_mu.unlock(); }
  *  first use (the parent's stays mapped here, unused). */
 void table_renew_in_child() {
     g_table_mu.unlock();
-    g_parents_table = g_table.load(std::memory_order_relaxed);
+    g_parents_table.store(g_table.load(std::memory_order_relaxed), std::memory_order_relaxed);
     g_table.store(nullptr, std::memory_order_relaxed);
 }
 
