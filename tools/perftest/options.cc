@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <getopt.h>
@@ -219,7 +220,10 @@ void options_usage(const char *prog) {
 std::string Options::threads_in_effect() const {
     if (!threads.empty()) return threads;
     const char *e = std::getenv("P2P_THREAD_MODE");
-    return (e != nullptr && *e != '\0') ? e : "multi";
+    if (e == nullptr || *e == '\0') return "multi";
+    std::string mode(e);  // the library takes any case: report one spelling
+    for (char &c : mode) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return mode;
 }
 
 int options_parse(int argc, char **argv, Options *opts) {
