@@ -81,9 +81,16 @@ TcpBootstrap::TcpBootstrap(TcpConfig cfg, TcpRendezvous rv)
     local_rank_ = cfg_.has_local_rank ? cfg_.local_rank : lr;
     local_size_ = cfg_.has_local_size ? cfg_.local_size : ls;
     if (local_rank_ >= local_size_) {
+        // Only one of the pair was given: a pair that is no rank on its host
+        // would be refused by p2p_context_create (p2p_config_t), on this
+        // rank alone. Both computed ones agree with each other.
         P2P_LOG(P2P_LOG_WARN, "tcp bootstrap: rank %u: local rank %u is not "
-                "below local size %u (mixing given and computed values)",
-                cfg_.rank, local_rank_, local_size_);
+                "below local size %u (%s given, the other computed from host "
+                "names): using the computed local rank %u of %u instead",
+                cfg_.rank, local_rank_, local_size_,
+                cfg_.has_local_rank ? "LOCAL_RANK" : "LOCAL_WORLD_SIZE", lr, ls);
+        local_rank_ = lr;
+        local_size_ = ls;
     }
 }
 

@@ -142,6 +142,42 @@ TEST_F(BootstrapTcp, LocalRankFromHostIdsAndEnv) {
     }
 }
 
+/* A given LOCAL_RANK without LOCAL_WORLD_SIZE (or the reverse) meets a
+ * computed size (rank): the pair reported must still be a rank on its host,
+ * since p2p_config_t takes it as is (and refuses local_rank >= local_size). */
+TEST_F(BootstrapTcp, MixedLocalRankAndSizeStayConsistent) {
+    const uint32_t n = 3;
+    uint16_t port = wtest::free_port_block(1);
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < n; ++r) {
+        wtest::Env e = job_env(r, n, port, "10000", token_);
+        // host-a: ranks 0 and 1, host-b: rank 2.
+        e.push_back({"P2P_HOST_ID", r < 2 ? "host-a" : "host-b"});
+        if (r == 1) {
+            e.push_back({"LOCAL_WORLD_SIZE", "1"});  // computed rank is 1
+        } else if (r == 2) {
+            e.push_back({"LOCAL_RANK", "2"});  // computed size is 1
+        }
+        pids.push_back(wtest::spawn(e, [r] {
+            std::unique_ptr<Bootstrap> b;
+            p2p_status_t st = bootstrap_create(P2P_BOOTSTRAP_TCP, &b);
+            if (st != P2P_OK) {
+                return code(st);
+            }
+            const uint32_t lr[] = {0, 1, 0};
+            const uint32_t ls[] = {2, 2, 1};
+            CHILD_CHECK(b->local_rank() < b->local_size());
+            CHILD_CHECK(b->local_rank() == lr[r]);
+            CHILD_CHECK(b->local_size() == ls[r]);
+            return code(b->barrier());
+        }));
+    }
+    std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    for (uint32_t r = 0; r < n; ++r) {
+        EXPECT_EQ(0, codes[r]) << "rank " << r;
+    }
+}
+
 TEST_F(BootstrapTcp, RankZeroListensOnIfnameOrIfIp) {
     const wtest::Env variants[] = {{{"P2P_IFNAME", "lo"}},
                                    {{"P2P_IF_IP", "127.0.0.1"},
