@@ -338,9 +338,10 @@ p2p_status_t tcp_rendezvous_root(const TcpConfig &cfg, TcpRendezvous *out) {
                 continue;  // fd moved or closed
             }
             if (p.fd.valid() && p.hello_dl.expired()) {
+                // Capped by rank 0's own deadline: say how long it really had.
                 P2P_LOG(P2P_LOG_WARN, "tcp bootstrap: rank 0 dropped connection "
                         "from %s: no hello within %llu ms", p.peer.c_str(),
-                        static_cast<unsigned long long>(kTcpHelloTimeoutMs));
+                        static_cast<unsigned long long>(p.hello_dl.elapsed_ms()));
                 p.fd.reset();
             }
         }

@@ -301,6 +301,29 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
     }
 }
 
+// A mute stray dropped because rank 0's own deadline (shorter than the
+// hello timeout) passed: the warning must not claim a longer wait.
+TEST_F(BootstrapTcp, MuteStrayDropIsLoggedWithTheTimeWaited) {
+    uint16_t port = wtest::free_port_block(1);
+    p2ptest::TempDir logs;
+    int pid = wtest::spawn(job_env(0, 2, port, "600", token_),
+                           [] { return full_job(2); }, logs.file("0"));
+    sockaddr_in sa = wtest::loopback(port);
+    tcp::Fd mute;
+    int err = 0;
+    tcp::Deadline dl(5000);
+    while (tcp::tcp_connect(sa, tcp::Deadline(100), &mute, &err) != tcp::Io::OK &&
+           !dl.expired()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(mute.valid());
+    std::vector<int> codes = wtest::wait_all({pid}, kWaitMs);
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]);
+    const std::string log = logs.read("0");
+    EXPECT_NE(std::string::npos, log.find("dropped connection")) << log;
+    EXPECT_EQ(std::string::npos, log.find("within 2000 ms")) << log;
+}
+
 // With nothing listening on a local port that the kernel also hands out as
 // a source port, Linux may connect a socket to itself: a rank would read
 // its own hello back as rank 0's answer ("bad welcome") and fail at once.
