@@ -3,6 +3,7 @@
  * (rank 0 of 1 sends to itself).
  */
 #include "api_util.h"
+#include "../mapped_bytes.h"
 
 #include <atomic>
 #include <climits>
@@ -313,13 +314,7 @@ TEST_F(ApiFixture, PostErrorsQueueNothing) {
 
 namespace {
 
-/** Bytes of address space this process maps now. */
-size_t mapped_bytes() {
-    std::ifstream f("/proc/self/statm");
-    size_t pages = 0;
-    f >> pages;
-    return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+using p2ptest::mapped_bytes;
 
 /** The child of BatchTooLargeForMemoryPostsNothing: 0 when right. */
 [[maybe_unused]] int post_batch_beyond_memory() {

@@ -15,6 +15,7 @@
 
 #include "core/staging.h"
 #include "../fail_each.h"
+#include "../mapped_bytes.h"
 #include "../mp/api_util.h"
 #include "../rank_session.h"
 #include "../scoped_env.h"
@@ -353,13 +354,7 @@ TEST_F(Staged, CanceledReceiveCopiesNothingToTheDevice) {
 
 namespace {
 
-/** Bytes of address space this process maps now (VmSize). */
-size_t mapped_bytes() {
-    std::ifstream f("/proc/self/statm");
-    size_t pages = 0;
-    f >> pages;
-    return pages * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+using p2ptest::mapped_bytes;
 
 } // namespace
 
