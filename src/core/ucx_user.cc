@@ -98,22 +98,36 @@ const UcxConf &ucx_conf_settings() {
     return conf;
 }
 
+std::vector<std::string> ucx_aliases(const std::string &name) {
+    if (name == "UCX_MAX_RNDV_RAILS") return {"UCX_MAX_RNDV_LANES"};
+    if (name == "UCX_MAX_EAGER_RAILS") return {"UCX_MAX_EAGER_LANES"};
+    return {};
+}
+
 const char *ucx_user_value(const char *name, std::string *file) {
-    if (const char *env = std::getenv(name)) {
-        if (file != nullptr) {
-            file->clear();
+    std::vector<std::string> names{name};
+    for (std::string &a : ucx_aliases(name)) {
+        names.push_back(std::move(a));
+    }
+    for (const std::string &n : names) {
+        if (const char *env = std::getenv(n.c_str())) {
+            if (file != nullptr) {
+                file->clear();
+            }
+            return env;
         }
-        return env;
     }
     const UcxConf &conf = ucx_conf_settings();
-    auto it = conf.find(name);
-    if (it == conf.end()) {
-        return nullptr;
+    for (const std::string &n : names) {
+        auto it = conf.find(n);
+        if (it != conf.end()) {
+            if (file != nullptr) {
+                *file = it->second.file;
+            }
+            return it->second.value.c_str();
+        }
     }
-    if (file != nullptr) {
-        *file = it->second.file;
-    }
-    return it->second.value.c_str();
+    return nullptr;
 }
 
 UcxConf ucx_user_settings() {

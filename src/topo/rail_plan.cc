@@ -102,7 +102,7 @@ void set_ucx(const PlanInput &in, RailPlan *plan, const std::string &name,
     const std::string *user = in.user_ucx_value(name);
     if (user != nullptr) {
         if (*user != value) {
-            plan->notes.push_back("kept " + name + "=" + *user + " " +
+            plan->notes.push_back("kept " + in.user_ucx_name(name) + "=" + *user + " " +
                                   in.user_ucx_origin(name) + " (plan wanted " + value + ")");
         }
         return;
@@ -290,9 +290,25 @@ void network_lanes(const PlanInput &in, const UcxTls &tls, RailPlan *plan) {
 
 } // namespace
 
+std::string PlanInput::user_ucx_name(const std::string &name) const {
+    std::vector<std::string> names{name};
+    for (std::string &a : ucx_aliases(name)) {
+        names.push_back(std::move(a));
+    }
+    for (const std::string &n : names) {
+        for (const auto &kv : user_ucx) {
+            if (kv.first == n) {
+                return n;
+            }
+        }
+    }
+    return name;
+}
+
 const std::string *PlanInput::user_ucx_value(const std::string &name) const {
+    const std::string set_as = user_ucx_name(name);
     for (const auto &kv : user_ucx) {
-        if (kv.first == name) {
+        if (kv.first == set_as) {
             return &kv.second;
         }
     }
@@ -300,8 +316,9 @@ const std::string *PlanInput::user_ucx_value(const std::string &name) const {
 }
 
 std::string PlanInput::user_ucx_origin(const std::string &name) const {
+    const std::string set_as = user_ucx_name(name);
     for (const auto &kv : user_ucx_files) {
-        if (kv.first == name) {
+        if (kv.first == set_as) {
             return "set in " + kv.second;
         }
     }

@@ -65,7 +65,11 @@ struct PlanInput {
      *  sysfs_root is the default one. */
     static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);
 
+    /** The user's value of name, set under it or one of the names UCX
+     *  also reads for it (ucx_aliases); nullptr when unset. */
     const std::string *user_ucx_value(const std::string &name) const;
+    /** The name the user set name's value under (itself or an alias). */
+    std::string user_ucx_name(const std::string &name) const;
     /** "set by the user", or "set in FILE" for a config file's setting. */
     std::string user_ucx_origin(const std::string &name) const;
 };

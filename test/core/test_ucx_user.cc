@@ -94,3 +94,15 @@ TEST(UcxUserValue, EnvironmentIsTheUsersSetting) {
     EXPECT_EQ(nullptr, ucx_user_value(name));
     EXPECT_EQ(0u, ucxp2p::ucx_user_settings().count(name));
 }
+
+// UCX 1.13 still reads UCX_MAX_RNDV_LANES and UCX_MAX_EAGER_LANES as the
+// old names of UCX_MAX_RNDV_RAILS and UCX_MAX_EAGER_RAILS (`ucx_info -caf`:
+// "alias of"): a user who set one has set the other.
+TEST(UcxUserValue, OldNamesOfRailsSettingsAreTheUsersSetting) {
+    p2ptest::ScopedEnv rails("UCX_MAX_RNDV_RAILS", nullptr);
+    p2ptest::ScopedEnv lanes("UCX_MAX_RNDV_LANES", "1");
+    p2ptest::ScopedEnv eager_rails("UCX_MAX_EAGER_RAILS", nullptr);
+    p2ptest::ScopedEnv eager_lanes("UCX_MAX_EAGER_LANES", "3");
+    EXPECT_STREQ("1", ucx_user_value("UCX_MAX_RNDV_RAILS"));
+    EXPECT_STREQ("3", ucx_user_value("UCX_MAX_EAGER_RAILS"));
+}

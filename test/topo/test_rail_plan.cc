@@ -305,6 +305,27 @@ static bool has_note(const RailPlan &p, const std::string &text) {
     return false;
 }
 
+TEST(RailPlan, OldUcxNamesOfRailsSettingsAreNeverOverridden) {
+    // UCX 1.13 reads UCX_MAX_RNDV_LANES / UCX_MAX_EAGER_LANES as
+    // UCX_MAX_RNDV_RAILS / UCX_MAX_EAGER_RAILS; setting the new names
+    // would override what the user chose.
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 1);
+    in.user_ucx = {{"UCX_MAX_RNDV_LANES", "1"}, {"UCX_MAX_EAGER_LANES", "1"}};
+    RailPlan p = plan_ok(m, in);
+    EXPECT_EQ(2u, p.nics.size());
+    EXPECT_EQ("<unset>", setting(p, "UCX_MAX_RNDV_RAILS"));
+    EXPECT_EQ("<unset>", setting(p, "UCX_MAX_EAGER_RAILS"));
+    EXPECT_TRUE(has_note(p, "kept UCX_MAX_RNDV_LANES=1 set by the user"));
+
+    // No rdma rail, network-only transports: the extra eager lanes too.
+    Machine nonic = load(fixture("gpu1_nonic.xml"));
+    in.user_ucx = {{"UCX_TLS", "tcp"}, {"UCX_MAX_EAGER_LANES", "1"}};
+    EXPECT_EQ("<unset>", setting(plan_ok(nonic, in), "UCX_MAX_EAGER_RAILS"));
+    in.user_ucx = {{"UCX_TLS", "tcp"}, {"UCX_MAX_RNDV_LANES", "3"}};
+    EXPECT_EQ("3", setting(plan_ok(nonic, in), "UCX_MAX_EAGER_RAILS"));
+}
+
 TEST(RailPlan, NetworkOnlyTransportsGetRendezvousLanes) {
     Machine m = load(fixture("gpu1_nonic.xml"));
     PlanInput in = input(0, 1);
