@@ -91,14 +91,21 @@ p2p_status_t ucx_print(FILE *s) {
     const bool cuda = ucxp2p::memtype::ucx_moves_cuda(ctx.ctx);
     // What p2p_mem_register does with cudaMalloc memory (core/memtype.h,
     // core/staging.h).
-    const bool staging = ucxp2p::config_get("P2P_CUDA_STAGING") != "off";
-    std::fprintf(s, "  CUDA device memory: %s\n",
-                 cuda      ? "moved by UCX (same-host single copy off)"
-                 : staging ? "staged through host memory (this UCX has no CUDA "
-                             "support; P2P_CUDA_STAGING=on)"
-                           : "refused by p2p_mem_register (this UCX has no CUDA "
-                             "support and P2P_CUDA_STAGING=off; host, pinned "
-                             "and managed memory work)");
+    const std::string staging_value = ucxp2p::config_get("P2P_CUDA_STAGING");
+    const bool staging = staging_value == "on";
+    if (staging_value != "on" && staging_value != "off") {
+        // As context_settings_resolve reads it: no context starts.
+        std::fprintf(s, "  CUDA device memory: P2P_CUDA_STAGING='%s' is not on or off "
+                     "(p2p_context_create refuses it)\n", staging_value.c_str());
+    } else {
+        std::fprintf(s, "  CUDA device memory: %s\n",
+                     cuda      ? "moved by UCX (same-host single copy off)"
+                     : staging ? "staged through host memory (this UCX has no CUDA "
+                                 "support; P2P_CUDA_STAGING=on)"
+                               : "refused by p2p_mem_register (this UCX has no CUDA "
+                                 "support and P2P_CUDA_STAGING=off; host, pinned "
+                                 "and managed memory work)");
+    }
     // The settings ucxp2p keeps as they are (core/ucx_user.h).
     const ucxp2p::UcxConf user = ucxp2p::ucx_user_settings();
     std::fprintf(s, "  user settings:%s\n", user.empty() ? " none" : "");

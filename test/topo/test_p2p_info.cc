@@ -199,3 +199,14 @@ TEST(P2pInfo, LiveMachineRunsWithUcx) {
     EXPECT_NE(std::string::npos, r.out.find("UCX 1.")) << r.out;
     EXPECT_NE(std::string::npos, r.out.find("local rank 0")) << r.out;
 }
+
+TEST(P2pInfo, MalformedCudaStagingIsNotShownAsStaging) {
+    // p2p_context_create refuses anything but on or off; the preview must
+    // not describe such a value as staging (nor refusing) device memory.
+    Result r = run("--no-config", "P2P_CUDA_STAGING=OFF");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_EQ(std::string::npos, r.out.find("staged through host memory")) << r.out;
+    EXPECT_EQ(std::string::npos, r.out.find("refused by p2p_mem_register")) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("P2P_CUDA_STAGING='OFF' is not on or off"))
+        << r.out;
+}
