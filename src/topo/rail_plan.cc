@@ -372,7 +372,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
     std::string bad;
     if (!hca_spec_valid(in.hca, &bad)) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_HCA='%s': entry '%s' is not "
-                "[=]name[:port] with a port in 1..255", in.hca.c_str(), bad.c_str());
+                "[=]name[:port] with a port in 1..255 and no whitespace", in.hca.c_str(), bad.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
     if (in.gpu >= static_cast<int>(m.gpus.size())) {

@@ -328,7 +328,12 @@ bool hca_spec_valid(const std::string &spec_in, std::string *bad) {
         std::string name = e.empty() || e[0] != '=' ? e : e.substr(1);
         size_t colon = name.find(':');
         unsigned port = 0;
-        if (!e.empty() && (name.empty() || colon == 0 ||
+        // No device name holds whitespace (device_name_usable): such an
+        // entry would match nothing, silently.
+        const bool space = std::any_of(e.begin(), e.end(), [](char c) {
+            return std::isspace(static_cast<unsigned char>(c)) != 0;
+        });
+        if (!e.empty() && (space || name.empty() || colon == 0 ||
                            (colon != std::string::npos &&
                             (!parse_uint(name.substr(colon + 1), &port) || port == 0 ||
                              port > 255)))) {

@@ -432,6 +432,18 @@ TEST(RailPlan, MalformedHcaPortIsRefused) {
     }
 }
 
+TEST(RailPlan, HcaEntryWithWhitespaceIsRefused) {
+    // No device name holds whitespace: " mlx5_1" would match nothing and
+    // silently drop mlx5_1 from the rails.
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 1);
+    RailPlan p;
+    for (const char *bad : {"mlx5_0, mlx5_1", "mlx5_0 ", " =mlx5_0", "^mlx5_0,\tmlx5_1"}) {
+        in.hca = bad;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p)) << bad;
+    }
+}
+
 TEST(RailPlan, SmddpDeviceNameIgnoredUnderUserNetDevicesIsNoted) {
     Machine m = load(fixture("nogpu_mlx4.xml"));
     PlanInput in = input(0, 4);
