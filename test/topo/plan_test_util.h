@@ -3,9 +3,11 @@
 #define UCXP2P_TEST_TOPO_PLAN_UTIL_H
 
 #include "topo/rail_plan.h"
+#include "topo/topology.h"
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,18 @@ inline std::string note_with(const ucxp2p::topo::RailPlan &p, const std::string 
         }
     }
     return "";
+}
+
+/** Whether a note holds part. */
+inline bool has_note(const ucxp2p::topo::RailPlan &p, const std::string &part) {
+    return !note_with(p, part).empty();
+}
+
+/** The machine an hwloc XML file describes (empty on failure, reported). */
+inline ucxp2p::topo::Machine load(const std::string &path) {
+    std::unique_ptr<ucxp2p::topo::Topology> t;
+    EXPECT_EQ(P2P_OK, ucxp2p::topo::Topology::load(path, &t)) << path;
+    return t ? t->machine() : ucxp2p::topo::Machine{};
 }
 
 inline ucxp2p::topo::RailPlan plan_ok(const ucxp2p::topo::Machine &m,
