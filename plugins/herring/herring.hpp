@@ -61,8 +61,10 @@
  *  - herringLocalDevice returns the local rank modulo the number of CUDA
  *    devices visible (CUDA driver API, loaded with dlopen when present), or
  *    the local rank when there is no GPU/driver. Before Initialize the local
- *    rank comes from the launcher's variables (OMPI_COMM_WORLD_LOCAL_RANK,
- *    SLURM_LOCALID, LOCAL_RANK), else 0.
+ *    rank comes from the launcher's variables, first found of P2P_LOCAL_RANK,
+ *    LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID,
+ *    PMIX_LOCAL_RANK (the rail planner's order, so the GPU and its NICs
+ *    agree), else 0.
  *  - herringP2PGetRDMADevices replaces the vector's contents with the RDMA
  *    device names of this machine (/sys/class/infiniband), sorted; empty when
  *    there are none.
