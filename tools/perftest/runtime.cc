@@ -41,88 +41,16 @@ Bootstrap::~Bootstrap() {
     }
 }
 
-namespace {
-
-const char *env(const char *name) {
-    const char *v = std::getenv(name);
-    return (v != nullptr && *v != '\0') ? v : nullptr;
-}
-
-/** Job size announced by a launcher that the library may not know. */
-long launcher_size() {
-    for (const char *n : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE",
-                          "PMIX_SIZE"}) {
-        if (const char *v = env(n)) {
-            return std::strtol(v, nullptr, 10);
-        }
-    }
-    return 0;
-}
-
-void set_if_unset(const char *name, const char *value) {
-    if (value != nullptr && env(name) == nullptr) {
-        setenv(name, value, 0);
-    }
-}
-
-/** Map mpirun/srun variables onto the env/TCP bootstrap's variables. */
-bool bridge_launcher_env() {
-    const char *rank = nullptr, *size = nullptr, *lrank = nullptr,
-               *lsize = nullptr;
-    std::string token;
-    if ((rank = env("OMPI_COMM_WORLD_RANK")) != nullptr) {
-        size = env("OMPI_COMM_WORLD_SIZE");
-        lrank = env("OMPI_COMM_WORLD_LOCAL_RANK");
-        lsize = env("OMPI_COMM_WORLD_LOCAL_SIZE");
-        const char *job = env("PMIX_NAMESPACE");
-        job = job ? job : env("OMPI_MCA_ess_base_jobid");
-        token = job ? std::string("ompi-") + job : "";
-    } else if ((rank = env("SLURM_PROCID")) != nullptr) {
-        size = env("SLURM_NTASKS");
-        lrank = env("SLURM_LOCALID");
-        const char *job = env("SLURM_JOB_ID"), *step = env("SLURM_STEP_ID");
-        token = std::string("slurm-") + (job ? job : "") + "." +
-                (step ? step : "");
-    } else if ((rank = env("PMI_RANK")) != nullptr) {
-        size = env("PMI_SIZE");
-    }
-    if (rank == nullptr || size == nullptr) {
-        return false;
-    }
-    set_if_unset("P2P_RANK", rank);
-    set_if_unset("P2P_WORLD_SIZE", size);
-    set_if_unset("P2P_LOCAL_RANK", lrank);
-    set_if_unset("P2P_LOCAL_WORLD_SIZE", lsize);
-    if (!token.empty()) {
-        set_if_unset("P2P_JOB_TOKEN", token.c_str());
-    }
-    return true;
-}
-
-} // namespace
-
 p2p_status_t Bootstrap::create() {
+    // AUTO: PMIx under srun/mpirun, the env/TCP variables torchrun-style,
+    // else one process. A launcher without a PMIx server is refused by the
+    // library (P2P_ERR_UNSUPPORTED, with the variables to set instead).
     p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &h_);
     if (st != P2P_OK) {
         h_ = nullptr;
         return st;
     }
-    st = p2p_bootstrap_query(h_, &info_);
-    if (st != P2P_OK) {
-        return st;
-    }
-    if (info_.size == 1 && launcher_size() > 1 && env("P2P_BOOTSTRAP") ==
-        nullptr && bridge_launcher_env()) {
-        p2p_bootstrap_destroy(h_);
-        h_ = nullptr;
-        st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &h_);
-        if (st != P2P_OK) {
-            h_ = nullptr;
-            return st;
-        }
-        st = p2p_bootstrap_query(h_, &info_);
-    }
-    return st;
+    return p2p_bootstrap_query(h_, &info_);
 }
 
 Comm::~Comm() { destroy(); }
