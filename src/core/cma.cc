@@ -138,11 +138,11 @@ Identity compute_identity() {
         std::memset(id.boot_id, 0, sizeof(id.boot_id));
     }
     std::string mode = config_get("P2P_CMA");
-    if (mode == "off") {
+    if (config_is(mode, "off")) {
         P2P_LOG(P2P_LOG_DEBUG, "cma: disabled by P2P_CMA=off");
         return id;
     }
-    if (mode != "auto") {
+    if (!config_is(mode, "auto")) {
         P2P_LOG(P2P_LOG_WARN, "cma: P2P_CMA='%s' is not auto or off; "
                 "single copy disabled", mode.c_str());
         return id;
@@ -230,12 +230,12 @@ size_t at_least_rts(uint64_t v) {
 
 p2p_status_t check_settings() {
     const std::string mode = config_get("P2P_CMA");
-    if (mode != "auto" && mode != "off") {
+    if (!config_is(mode, "auto") && !config_is(mode, "off")) {
         P2P_LOG(P2P_LOG_ERROR, "cma: P2P_CMA='%s' is not auto or off", mode.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
     uint64_t v = 0;  // each call logs what is wrong
-    p2p_status_t st = config_get("P2P_CMA_THRESH") == "auto"
+    p2p_status_t st = config_is(config_get("P2P_CMA_THRESH"), "auto")
                           ? P2P_OK
                           : config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v);
     if (st == P2P_OK) st = config_get_u64("P2P_CMA_MAPPED_THRESH", UINT64_MAX, &v);
@@ -244,7 +244,7 @@ p2p_status_t check_settings() {
 }
 
 bool threshold_auto() {
-    static bool automatic = config_get("P2P_CMA_THRESH") == "auto";
+    static bool automatic = config_is(config_get("P2P_CMA_THRESH"), "auto");
     return automatic;
 }
 

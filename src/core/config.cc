@@ -263,6 +263,21 @@ p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out) {
     return P2P_OK;
 }
 
+bool config_is(const std::string &value, const char *keyword) {
+    return strcasecmp(value.c_str(), keyword) == 0;
+}
+
+p2p_status_t config_parse_on_off(const std::string &s, bool *out) {
+    if (config_is(s, "on")) {
+        *out = true;
+    } else if (config_is(s, "off")) {
+        *out = false;
+    } else {
+        return P2P_ERR_INVALID_PARAM;
+    }
+    return P2P_OK;
+}
+
 p2p_status_t config_parse_log_level(const std::string &s, p2p_log_level_t *out) {
     static const char *const names[] = {"error", "warn", "info", "debug",
                                         "trace"};

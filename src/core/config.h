@@ -42,6 +42,13 @@ void config_warn_misspelled(p2p_log_level_t level);
  *  the value is malformed or above max. */
 p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out);
 
+/** Whether a setting's value is the keyword: every P2P_* keyword (on, off,
+ *  auto, a mode or level name) is read without regard to case. */
+bool config_is(const std::string &value, const char *keyword);
+
+/** Parse an on/off setting; P2P_ERR_INVALID_PARAM (not logged) otherwise. */
+p2p_status_t config_parse_on_off(const std::string &s, bool *out);
+
 /** Parse a log level name (error|warn|info|debug|trace). */
 p2p_status_t config_parse_log_level(const std::string &s, p2p_log_level_t *out);
 

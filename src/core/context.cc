@@ -53,11 +53,10 @@ template <class E> int enum_bits(const E &field) {
 /** An on/off variable: *out, or P2P_ERR_INVALID_PARAM (logged). */
 p2p_status_t env_on_off(const char *name, bool *out) {
     const std::string v = config_get(name);
-    if (v != "on" && v != "off") {
+    if (config_parse_on_off(v, out) != P2P_OK) {
         P2P_LOG(P2P_LOG_ERROR, "context: %s='%s' is not on or off", name, v.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
-    *out = v == "on";
     return P2P_OK;
 }
 

@@ -92,8 +92,8 @@ p2p_status_t ucx_print(FILE *s) {
     // What p2p_mem_register does with cudaMalloc memory (core/memtype.h,
     // core/staging.h).
     const std::string staging_value = ucxp2p::config_get("P2P_CUDA_STAGING");
-    const bool staging = staging_value == "on";
-    if (staging_value != "on" && staging_value != "off") {
+    bool staging = false;
+    if (ucxp2p::config_parse_on_off(staging_value, &staging) != P2P_OK) {
         // As context_settings_resolve reads it: no context starts.
         std::fprintf(s, "  CUDA device memory: P2P_CUDA_STAGING='%s' is not on or off "
                      "(p2p_context_create refuses it)\n", staging_value.c_str());

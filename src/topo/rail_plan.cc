@@ -355,7 +355,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         return P2P_ERR_INVALID_PARAM;
     }
     unsigned long rails_n = 0;
-    bool rails_auto = in.rails.empty() || in.rails == "auto";
+    bool rails_auto = in.rails.empty() || config_is(in.rails, "auto");
     bool rails_count = !rails_auto && parse_count(in.rails, 64, &rails_n);
     if (rails_count && rails_n == 0) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_RAILS=0; use auto, a count >= 1 "
@@ -363,7 +363,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         return P2P_ERR_INVALID_PARAM;
     }
     unsigned long gid_n = 0;
-    bool gid_auto = in.gid_index.empty() || in.gid_index == "auto";
+    bool gid_auto = in.gid_index.empty() || config_is(in.gid_index, "auto");
     if (!gid_auto && !parse_count(in.gid_index, 65535, &gid_n)) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_IB_GID_INDEX='%s' is not auto or "
                 "a number", in.gid_index.c_str());

@@ -54,6 +54,27 @@ TEST(Config, ParseNames) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_parse_progress("spin", &m));
 }
 
+TEST(Config, OnOffIsReadWithoutRegardToCase) {
+    bool b = false;
+    for (const char *on : {"on", "ON", "On"}) {
+        b = false;
+        EXPECT_EQ(P2P_OK, config_parse_on_off(on, &b)) << on;
+        EXPECT_TRUE(b) << on;
+    }
+    for (const char *off : {"off", "OFF", "oFf"}) {
+        b = true;
+        EXPECT_EQ(P2P_OK, config_parse_on_off(off, &b)) << off;
+        EXPECT_FALSE(b) << off;
+    }
+    for (const char *bad : {"", "yes", "1", "on ", "onn"}) {
+        b = true;
+        EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_parse_on_off(bad, &b)) << bad;
+        EXPECT_TRUE(b) << "output written on error for '" << bad << "'";
+    }
+    EXPECT_TRUE(config_is("AUTO", "auto"));
+    EXPECT_FALSE(config_is("autox", "auto"));
+}
+
 TEST(Config, PrintShowsEveryVariable) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_config_print(nullptr));
     char *buf = nullptr;

@@ -169,6 +169,23 @@ TEST(ApiContext, BadEnvironmentValues) {
     }
 }
 
+TEST(ApiContext, KeywordValuesAreReadWithoutRegardToCase) {
+    const std::pair<const char *, const char *> upper[] = {
+        {"P2P_LOCK_BIAS", "OFF"},    {"P2P_CLOSE_HANDSHAKE", "On"},
+        {"P2P_CUDA_STAGING", "ON"},  {"P2P_CMA", "OFF"},
+        {"P2P_CMA", "Auto"},         {"P2P_CMA_THRESH", "AUTO"},
+        {"P2P_PROGRESS", "EVENT"},   {"P2P_THREAD_MODE", "Serialized"}};
+    for (const auto &kv : upper) {
+        EnvGuard g(kv.first, kv.second);
+        p2p_context_h ctx = nullptr;
+        EXPECT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx))
+            << kv.first << "=" << kv.second << " refused";
+        if (ctx != nullptr) {
+            p2p_context_destroy(ctx);
+        }
+    }
+}
+
 // A misspelled P2P_* name is reported at the level of the context being
 // created: not by a context quieted to errors (its log_level field), then
 // once by the next one that shows warnings. Once per process, so in a

@@ -203,10 +203,21 @@ TEST(P2pInfo, LiveMachineRunsWithUcx) {
 TEST(P2pInfo, MalformedCudaStagingIsNotShownAsStaging) {
     // p2p_context_create refuses anything but on or off; the preview must
     // not describe such a value as staging (nor refusing) device memory.
-    Result r = run("--no-config", "P2P_CUDA_STAGING=OFF");
+    Result r = run("--no-config", "P2P_CUDA_STAGING=yes");
     ASSERT_EQ(0, r.status) << r.out;
     EXPECT_EQ(std::string::npos, r.out.find("staged through host memory")) << r.out;
     EXPECT_EQ(std::string::npos, r.out.find("refused by p2p_mem_register")) << r.out;
-    EXPECT_NE(std::string::npos, r.out.find("P2P_CUDA_STAGING='OFF' is not on or off"))
+    EXPECT_NE(std::string::npos, r.out.find("P2P_CUDA_STAGING='yes' is not on or off"))
         << r.out;
+}
+
+TEST(P2pInfo, CudaStagingIsReadWithoutRegardToCase) {
+    // As p2p_context_create reads it (config_parse_on_off): OFF is off.
+    Result r = run("--no-config", "P2P_CUDA_STAGING=OFF");
+    ASSERT_EQ(0, r.status) << r.out;
+    EXPECT_EQ(std::string::npos, r.out.find("is not on or off")) << r.out;
+    EXPECT_EQ(std::string::npos, r.out.find("staged through host memory")) << r.out;
+    const bool refused = r.out.find("refused by p2p_mem_register") != std::string::npos;
+    const bool by_ucx = r.out.find("moved by UCX") != std::string::npos;
+    EXPECT_TRUE(refused || by_ucx) << r.out;
 }

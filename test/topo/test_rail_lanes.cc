@@ -138,4 +138,16 @@ TEST(RailPlan, TcpOnlyTransportsPlanNoRdmaRails) {
     EXPECT_FALSE(plan_ok(m, in).nics.empty());
 }
 
+TEST(RailPlan, AutoIsReadWithoutRegardToCase) {
+    Machine m = load(fixture("nogpu_mlx4.xml"));
+    PlanInput in = input(0, 4);
+    const RailPlan lower = plan_ok(m, in);
+    ASSERT_FALSE(lower.nics.empty());
+    in.rails = "AUTO";
+    in.gid_index = "Auto";
+    const RailPlan upper = plan_ok(m, in);
+    EXPECT_EQ(names(lower), names(upper));
+    EXPECT_EQ(lower.ucx_settings, upper.ucx_settings);
+}
+
 #endif // HAVE_HWLOC
