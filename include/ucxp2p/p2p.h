@@ -428,9 +428,10 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * wait for a send's completion before posting the receive it pairs with.
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
  * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
- * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead, or
- * UCX found it gone or unreachable creating the endpoint: nothing was
- * posted, and the next post to it tries again),
+ * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead, its
+ * process found gone (same host) before connecting to it, or UCX found it
+ * gone or unreachable creating the endpoint: nothing was posted, and the
+ * next post to it tries again),
  * P2P_ERR_TRANSPORT (the endpoint to peer could not be created, or the
  * copy from staged device memory failed: see p2p_mem_register; nothing
  * was posted), P2P_ERR_NO_MEMORY.
@@ -448,6 +449,8 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
  * After a receive that completes with an error, [buffer, buffer + length)
  * holds unspecified bytes (part of the message, or the library's own
  * single-copy request); only a P2P_OK receive's first bytes are defined.
+ * A receive whose message has already arrived is posted without connecting
+ * to peer, so it succeeds even if peer has since left or died.
  * Errors: as p2p_comm_send.
  */
 p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,

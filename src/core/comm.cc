@@ -450,6 +450,14 @@ p2p_status_t Comm::connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet) {
     if (eps_closed_) {
         return P2P_ERR_SHUTDOWN;
     }
+    if (p.pid_visible && peer != rank_ && cma::process_gone(p.pid)) {
+        // A same-host peer that is gone already (it may have sent to us and
+        // left before we first named it, its goodbye still unread):
+        // connecting would fail (its shared memory is gone), and over tcp
+        // UCX 1.13 can abort when the connection it sets up is refused.
+        on_peer_error(peer, UCS_ERR_CONNECTION_RESET);
+        return P2P_ERR_PEER_FAILURE;
+    }
     ucp_ep_params_t ep_params = {};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |

@@ -28,6 +28,20 @@ bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
                             user_mask(peer), 0, &info) != nullptr;
 }
 
+__attribute__((noinline, cold)) bool Comm::recv_here_unconnected(uint32_t peer,
+                                                                 uint32_t tensor_id,
+                                                                 bool *progressed) {
+    if (recv_already_arrived(peer, tensor_id)) return true;
+    if (*progressed) return false;
+    // What the transport delivered and the worker has not taken in yet
+    // counts too (the progress thread may not have run since: the sender
+    // can be gone by now, its goodbye right behind the message). Once per
+    // post: first contact only.
+    *progressed = true;
+    ctx_->progress().progress_locked();
+    return recv_already_arrived(peer, tensor_id);
+}
+
 // Staged device memory (core/staging.h), out of line: host memory's
 // per-message path pays only the test of Mem::shadow.
 __attribute__((noinline, cold)) p2p_status_t Comm::staged_done(const Op *op, p2p_status_t ps,
@@ -123,9 +137,9 @@ bool Comm::send_now(const PostItem &it) {
 
 bool Comm::recv_now(const PostItem &it, bool *kick) {
     const Peer &p = peers_[it.peer];
-    if (p.ep == nullptr || it.mem->dead) {
-        return false;  // the general path connects, or reports the failure
-    }
+    if ((p.ep == nullptr && p.failed) || it.mem->dead) {
+        return false;  // the general path reports the failure
+    }  // no endpoint yet: a message already here needs none (post_locked)
     if (spare_ == nullptr) {
         spare_ = alloc_op();  // before the probe: nothing below may throw
     }
@@ -201,14 +215,22 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     StackBuf<ucp_ep_h, 64> eps(count);
     // Resolve every endpoint first: all or nothing.
     bool from_dead = false;
+    bool progressed = false;
     for (size_t i = 0; i < count; ++i) {
-        p2p_status_t st = get_ep(items[i].peer, &eps[i]);
-        if (st == P2P_ERR_PEER_FAILURE && !is_send &&
-            recv_already_arrived(items[i].peer, items[i].tensor_id)) {
-            eps[i] = nullptr;  // the data is here: receive it anyway
-            from_dead = true;
-            st = P2P_OK;
+        const Peer &p = peers_[items[i].peer];
+        if (!is_send && p.ep == nullptr &&
+            recv_here_unconnected(items[i].peer, items[i].tensor_id, &progressed)) {
+            // The message is here: a receive needs no endpoint of ours (its
+            // sender has one to us and says goodbye over it), and
+            // connecting now could race with the sender leaving: connecting
+            // to a process that is gone fails (shared memory), and UCX
+            // 1.13 can abort when a tcp connection it is still setting up
+            // is refused. A peer that failed or left: receive it anyway.
+            eps[i] = nullptr;
+            from_dead |= p.failed;
+            continue;
         }
+        p2p_status_t st = get_ep(items[i].peer, &eps[i]);
         if (st != P2P_OK) {
             if (bad_index_p != nullptr) *bad_index_p = i;
             return st;
@@ -247,7 +269,7 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
         // One arrived message let every block of the batch naming it
         // through: the ones it did not match would wait forever.
         for (size_t i = 0; i < count; ++i) {
-            if (eps[i] == nullptr) {
+            if (eps[i] == nullptr && peers_[items[i].peer].failed) {
                 cancel_waits_from(items[i].peer);
                 Peer &p = peers_[items[i].peer];
                 if (p.ep_error) start_abandon_clock(&p);  // a grace of its own

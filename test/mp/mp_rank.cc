@@ -164,7 +164,8 @@ int main(int argc, char **argv) {
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
         {"cma-split-destroy", mp::run_cma_split_destroy},
-        {"dead-arrived", mp::run_dead_arrived}, {"leave", mp::run_leave},
+        {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
+        {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
         {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},
         {"cma-map-free", mp::run_cma_map_free}, {"cma-forked", mp::run_cma_forked}};

@@ -103,17 +103,20 @@ protected:
     }
 
     /** 2 ranks (--keep-going) where rank 1 dies by SIGKILL: p2prun reports
-     *  it, the output says `ok` and nothing failed. */
-    void expect_rank_killed(std::vector<std::string> args, const char *ok) {
+     *  it, the output says `ok` and nothing failed. Returns the output. */
+    std::string expect_rank_killed(std::vector<std::string> args, const char *ok,
+                                   std::vector<std::string> env = {}) {
         RunSpec s;
         s.keep_going = true;
         s.timeout_s = 90;
         s.args = std::move(args);
+        s.env = std::move(env);
         std::string out;
         int st = run(s, &out);
         EXPECT_EQ(137, st) << "p2prun must report rank 1's SIGKILL\n" << out;
         EXPECT_NE(std::string::npos, out.find(ok)) << out;
         EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+        return out;
     }
 
     /** Run to the end; returns p2prun's status, output in *out. */

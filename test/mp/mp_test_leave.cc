@@ -4,6 +4,7 @@
  * transports are in mp_test.h; the instantiation is in mp_test.cc.
  */
 #include "mp_test.h"
+#include "../temp_dir.h"
 
 using namespace mpt;
 
@@ -156,6 +157,26 @@ TEST_P(MpTest, OperationsNamingARankKilledMidStreamComplete4Ranks) {
 
 TEST_P(MpTest, ReceiveWhatADeadRankSentOncePerMessage) {
     expect_rank_killed({"dead-arrived"}, "dead-arrived ok");
+}
+
+// A receiver that first names a peer after the peer died
+// (mp_scen_dead_first.cc): what the peer sent before dying is received,
+// without connecting to the dead rank (that failed the post over shared
+// memory, and can abort the receiver inside UCX 1.13 over tcp).
+// unprogressed (shared memory only: over tcp the sender's first message
+// needs the receiver's worker to take its connection): the messages still
+// sit in the receiver's FIFO when it posts.
+TEST_P(MpTest, ReceiveFromARankThatDiedBeforeItWasNamed) {
+    std::vector<std::vector<std::string>> runs = {{"dead-first"}};
+    if (!is_tcp(GetParam())) runs.push_back({"dead-first", "unprogressed"});
+    for (const std::vector<std::string> &args : runs) {
+        SCOPED_TRACE(args.back());
+        p2ptest::TempDir dir;
+        const std::string out = expect_rank_killed(
+            args, "dead-first ok", {"P2P_MP_PID_FILE=" + dir.path() + "/pid"});
+        EXPECT_EQ(0u, count(out, "cannot create endpoint")) << out;
+        EXPECT_EQ(0u, count(out, "UCX  ERROR")) << out;
+    }
 }
 
 TEST_P(MpTest, Idle8RanksUseNoCpu) {

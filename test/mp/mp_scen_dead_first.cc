@@ -1,0 +1,152 @@
+/*
+ * mp_rank scenario of a receiver that first names a peer after the peer
+ * died:
+ *   dead-first  (2 ranks) rank 1 sends two small messages to rank 0 and,
+ *       once they completed, kill -9s itself (no goodbye). Rank 0 has
+ *       never named rank 1 (no endpoint of its own to it); it waits until
+ *       rank 1's process is gone, then receives both messages (a single
+ *       post and a batch of one): they arrived before the death, so both
+ *       must succeed. Before, the receive's post connected to the dead rank
+ *       first: over shared memory that failed the post with
+ *       P2P_ERR_TRANSPORT (UCX could not attach the dead rank's segment),
+ *       and over tcp UCX 1.13 can abort the receiver when a connection it
+ *       is still setting up is refused (seen on a 16-core machine). A
+ *       receive of a message never sent, and a send, then fail with
+ *       P2P_ERR_PEER_FAILURE, not a transport error.
+ *   dead-first unprogressed  (shared memory) the same, but rank 0 runs
+ *       serialized and, while it waits, keeps calling the library without
+ *       progressing the worker (registrations), so the backstop thread stays
+ *       away: the messages sit in its receive FIFO, not yet taken in, when
+ *       it posts (what a receiver busy elsewhere, as in CUDA setup, met on a
+ *       lent H200). The post must look there before it connects.
+ * The dead rank's pid comes through the file P2P_MP_PID_FILE names.
+ */
+#include "mp_common.h"
+#include "mp_scenarios.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace mp {
+
+namespace {
+
+/** With ctx, call the library without progressing its worker (a
+ *  registration takes the worker lock): while it is called every
+ *  millisecond, a serialized context's backstop thread never steps in. */
+void stay_busy(p2p_context_h ctx) {
+    static char scratch[64];
+    if (ctx != nullptr) {
+        p2p_mem_h m = nullptr;
+        MP_OK(p2p_mem_register(ctx, scratch, sizeof(scratch), &m));
+        MP_OK(p2p_mem_deregister(m));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+/** The pid rank 1 wrote to path, waiting up to 30 s for it (stay_busy
+ *  meanwhile). */
+pid_t read_pid(const char *path, p2p_context_h ctx) {
+    const Clock::time_point t0 = Clock::now();
+    for (;;) {
+        FILE *f = std::fopen(path, "r");
+        long pid = 0;
+        const bool got = f != nullptr && std::fscanf(f, "%ld", &pid) == 1 && pid > 0;
+        if (f != nullptr) std::fclose(f);
+        if (got) return static_cast<pid_t>(pid);
+        MP_CHECK(seconds_since(t0) < 30, "no pid in %s", path);
+        stay_busy(ctx);
+    }
+}
+
+/** Wait until pid has exited (gone, or a zombie nobody reaped yet),
+ *  stay_busy meanwhile. */
+void wait_gone(pid_t pid, p2p_context_h ctx) {
+    const Clock::time_point t0 = Clock::now();
+    for (;;) {
+        if (kill(pid, 0) != 0 && errno == ESRCH) return;
+        const char st = proc_state(pid);
+        if (st == 'Z' || st == 'X') return;
+        MP_CHECK(seconds_since(t0) < 30, "rank 1 (pid %d) never died", static_cast<int>(pid));
+        stay_busy(ctx);
+    }
+}
+
+} // namespace
+
+void run_dead_first(int argc, char **argv) {
+    const bool unprogressed = argc > 0 && std::string(argv[0]) == "unprogressed";
+    MP_CHECK(argc == 0 || unprogressed, "dead-first [unprogressed]");
+    serialize_victim(1);
+    if (unprogressed) setenv("P2P_THREAD_MODE", "serialized", 1);
+    const char *pid_file = std::getenv("P2P_MP_PID_FILE");
+    MP_CHECK(pid_file != nullptr && *pid_file != '\0', "dead-first needs P2P_MP_PID_FILE");
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "dead-first");
+    MP_CHECK(r.size() == 2, "dead-first runs on 2 ranks");
+    const uint32_t kSingle = 7, kBatched = 8, kNever = 9;
+    // Message i: tensor kSingle + i, at offset i * 4096 on the sender and
+    // (2 + i) * 4096 on the receiver.
+    const std::vector<Xfer> sends = {{true, 0, kSingle, 64, 0},
+                                     {true, 0, kBatched, 4096, 4096}};
+    const std::vector<Xfer> recvs = {{false, 1, kSingle, 64, 2 * 4096},
+                                     {false, 1, kBatched, 4096, 3 * 4096}};
+    RegBuf buf(r.ctx(), 4 * 4096, 0xEE);
+    if (r.rank() == 1) {
+        for (size_t i = 0; i < sends.size(); ++i) {
+            const Xfer &x = sends[i];
+            fill_pattern(buf.data() + x.off, x.len, 1, 0, x.tid);
+            MP_OK(p2p_comm_send(r.comm(), 0, x.tid, buf.data() + x.off, x.len, buf.mem(),
+                                ctx_of(i)));
+        }
+        collect(r.comm(), sends, 30);
+        FILE *f = std::fopen(pid_file, "w");
+        MP_CHECK(f != nullptr, "cannot write %s", pid_file);
+        std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+        std::fclose(f);
+        say("dying now");
+        die_now(r.comm(), 50);
+    }
+    p2p_context_h busy = unprogressed ? r.ctx() : nullptr;
+    wait_gone(read_pid(pid_file, busy), busy);
+    say("rank 1 is gone: receiving what it sent");
+    // One single post and one batch of one (the two posting paths).
+    MP_OK(p2p_comm_recv(r.comm(), 1, recvs[0].tid, buf.data() + recvs[0].off, recvs[0].len,
+                        buf.mem(), ctx_of(0)));
+    p2p_block_t b = {1, recvs[1].tid, buf.data() + recvs[1].off, recvs[1].len, buf.mem(),
+                     ctx_of(1)};
+    size_t bad = 77;
+    MP_OK(p2p_comm_recv_batch(r.comm(), &b, 1, &bad));
+    collect(r.comm(), recvs, 30);
+    for (const Xfer &x : recvs) {
+        check_pattern(buf.data() + x.off, x.len, 1, 0, x.tid, "dead-first");
+    }
+    // Nothing more can come: a post naming the dead rank fails now, or its
+    // receive completes with P2P_ERR_PEER_FAILURE.
+    const p2p_status_t st = p2p_comm_recv(r.comm(), 1, kNever, buf.data(), 8, buf.mem(),
+                                          ctx_of(2));
+    if (st == P2P_OK) {
+        const std::vector<p2p_completion_t> got = pop(r.comm(), P2P_QUEUE_RECV, 30000);
+        MP_CHECK(got.size() == 1 && got[0].status == P2P_ERR_PEER_FAILURE,
+                 "a receive from the dead rank gave %zu completions (status %d)",
+                 got.size(), got.empty() ? 0 : static_cast<int>(got[0].status));
+    } else {
+        MP_CHECK(st == P2P_ERR_PEER_FAILURE, "a receive from the dead rank: post gave %s",
+                 p2p_status_string(st));
+    }
+    MP_EXPECT_STATUS(P2P_ERR_PEER_FAILURE,
+                     p2p_comm_send(r.comm(), 1, kNever, buf.data(), 8, buf.mem(), nullptr));
+    expect_quiet(r.comm());
+    say("dead-first ok");
+    buf.release();
+    r.finish();
+}
+
+} // namespace mp
