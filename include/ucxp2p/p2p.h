@@ -449,8 +449,10 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
  * After a receive that completes with an error, [buffer, buffer + length)
  * holds unspecified bytes (part of the message, or the library's own
  * single-copy request); only a P2P_OK receive's first bytes are defined.
- * A receive whose message has already arrived is posted without connecting
- * to peer, so it succeeds even if peer has since left or died.
+ * A receive whose message has already arrived (the first post naming peer
+ * progresses the worker once to take in what the transport delivered) is
+ * posted even when peer cannot be connected to any more: it succeeds
+ * although peer has since left or died.
  * Errors: as p2p_comm_send.
  */
 p2p_status_t p2p_comm_recv(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,

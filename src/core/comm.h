@@ -385,11 +385,10 @@ private:
     }
     bool dead_watch_ = false;  // some peer's dead_since_ns is set: look
     bool recv_already_arrived(uint32_t peer, uint32_t tensor_id);
-    /** A receive's first contact with peer (no endpoint yet): whether its
-     *  message is here, after one progress of the worker (the first time
-     *  *progressed is false; it is set) if the first look missed. Worker
-     *  lock held. */
-    bool recv_here_unconnected(uint32_t peer, uint32_t tensor_id, bool *progressed);
+    /** Before a receive's post first connects to a peer: progress the
+     *  worker once, so that what the transport delivered (a message, the
+     *  peer's goodbye) is taken in first. Worker lock held. */
+    void take_in_before_connecting();
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
     void finish(Op *op, p2p_status_t ps, size_t bytes) {
         if (__builtin_expect(op->mem->shadow != nullptr, 0)) {

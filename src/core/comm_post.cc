@@ -28,18 +28,16 @@ bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
                             user_mask(peer), 0, &info) != nullptr;
 }
 
-__attribute__((noinline, cold)) bool Comm::recv_here_unconnected(uint32_t peer,
-                                                                 uint32_t tensor_id,
-                                                                 bool *progressed) {
-    if (recv_already_arrived(peer, tensor_id)) return true;
-    if (*progressed) return false;
-    // What the transport delivered and the worker has not taken in yet
-    // counts too (the progress thread may not have run since: the sender
-    // can be gone by now, its goodbye right behind the message). Once per
-    // post: first contact only.
-    *progressed = true;
+__attribute__((noinline, cold)) void Comm::take_in_before_connecting() {
+    // A receive's first contact with a peer: what the transport delivered
+    // and the worker has not taken in yet (the progress thread may not
+    // have run since) comes first. The sender may be gone by now, its
+    // goodbye right behind its message: taken in, the goodbye makes
+    // get_ep answer P2P_ERR_PEER_FAILURE and the message is received
+    // without connecting (connecting to a process that is gone fails over
+    // shared memory, and UCX 1.13 can abort when a tcp connection it is
+    // still setting up is refused).
     ctx_->progress().progress_locked();
-    return recv_already_arrived(peer, tensor_id);
 }
 
 // Staged device memory (core/staging.h), out of line: host memory's
@@ -137,9 +135,9 @@ bool Comm::send_now(const PostItem &it) {
 
 bool Comm::recv_now(const PostItem &it, bool *kick) {
     const Peer &p = peers_[it.peer];
-    if ((p.ep == nullptr && p.failed) || it.mem->dead) {
-        return false;  // the general path reports the failure
-    }  // no endpoint yet: a message already here needs none (post_locked)
+    if (p.ep == nullptr || it.mem->dead) {
+        return false;  // the general path connects, or reports the failure
+    }
     if (spare_ == nullptr) {
         spare_ = alloc_op();  // before the probe: nothing below may throw
     }
@@ -215,22 +213,21 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     StackBuf<ucp_ep_h, 64> eps(count);
     // Resolve every endpoint first: all or nothing.
     bool from_dead = false;
-    bool progressed = false;
+    bool taken_in = false;
     for (size_t i = 0; i < count; ++i) {
-        const Peer &p = peers_[items[i].peer];
-        if (!is_send && p.ep == nullptr &&
-            recv_here_unconnected(items[i].peer, items[i].tensor_id, &progressed)) {
-            // The message is here: a receive needs no endpoint of ours (its
-            // sender has one to us and says goodbye over it), and
-            // connecting now could race with the sender leaving: connecting
-            // to a process that is gone fails (shared memory), and UCX
-            // 1.13 can abort when a tcp connection it is still setting up
-            // is refused. A peer that failed or left: receive it anyway.
-            eps[i] = nullptr;
-            from_dead |= p.failed;
-            continue;
+        if (!is_send && !taken_in && peers_[items[i].peer].ep == nullptr) {
+            take_in_before_connecting();
+            taken_in = true;
         }
         p2p_status_t st = get_ep(items[i].peer, &eps[i]);
+        if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send &&
+            recv_already_arrived(items[i].peer, items[i].tensor_id)) {
+            // The data is here: receive it anyway, from a peer that failed
+            // or left, or one we could not connect to.
+            eps[i] = nullptr;
+            from_dead |= peers_[items[i].peer].failed;
+            st = P2P_OK;
+        }
         if (st != P2P_OK) {
             if (bad_index_p != nullptr) *bad_index_p = i;
             return st;

@@ -8,17 +8,17 @@
  *       post and a batch of one): they arrived before the death, so both
  *       must succeed. Before, the receive's post connected to the dead rank
  *       first: over shared memory that failed the post with
- *       P2P_ERR_TRANSPORT (UCX could not attach the dead rank's segment),
- *       and over tcp UCX 1.13 can abort the receiver when a connection it
- *       is still setting up is refused (seen on a 16-core machine). A
- *       receive of a message never sent, and a send, then fail with
- *       P2P_ERR_PEER_FAILURE, not a transport error.
+ *       P2P_ERR_TRANSPORT (UCX could not attach the dead rank's segment);
+ *       over tcp the refused connection was logged as a UCX error. Now the
+ *       post finds the process gone and takes the message without
+ *       connecting. A receive of a message never sent, and a send, then
+ *       fail with P2P_ERR_PEER_FAILURE, not a transport error.
  *   dead-first unprogressed  (shared memory) the same, but rank 0 runs
  *       serialized and, while it waits, keeps calling the library without
  *       progressing the worker (registrations), so the backstop thread stays
  *       away: the messages sit in its receive FIFO, not yet taken in, when
  *       it posts (what a receiver busy elsewhere, as in CUDA setup, met on a
- *       lent H200). The post must look there before it connects.
+ *       lent H200). The post must take them in before it connects.
  * The dead rank's pid comes through the file P2P_MP_PID_FILE names.
  */
 #include "mp_common.h"

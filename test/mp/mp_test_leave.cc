@@ -162,7 +162,7 @@ TEST_P(MpTest, ReceiveWhatADeadRankSentOncePerMessage) {
 // A receiver that first names a peer after the peer died
 // (mp_scen_dead_first.cc): what the peer sent before dying is received,
 // without connecting to the dead rank (that failed the post over shared
-// memory, and can abort the receiver inside UCX 1.13 over tcp).
+// memory, and logged a UCX error over tcp).
 // unprogressed (shared memory only: over tcp the sender's first message
 // needs the receiver's worker to take its connection): the messages still
 // sit in the receiver's FIFO when it posts.
