@@ -89,9 +89,9 @@ const ConfigVar kTable[] = {
      "when set; ranks that scan P2P_PORT_RANGE need one of these, and jobs "
      "that share one fixed P2P_MASTER_PORT on a host need one naming each."},
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
-     "Deadline for connecting to rank 0 (with retries) and for each "
-     "collective of the bootstrap; at least 1 (PMIx rounds it up to whole "
-     "seconds)."},
+     "Deadline for connecting to rank 0 (with retries; the host name lookup "
+     "of the master address included) and for each collective of the "
+     "bootstrap; at least 1 (PMIx rounds it up to whole seconds)."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective "
      "(1 to 2147483648 bytes)."},

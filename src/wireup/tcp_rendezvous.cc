@@ -490,14 +490,19 @@ p2p_status_t tcp_rendezvous_client(const TcpConfig &cfg, TcpRendezvous *out) {
     uint32_t hi = cfg.has_port ? cfg.port : cfg.port_hi;
     std::string last_err = "no attempt";
     std::string rejected;  // the last rank 0 in the range that refused us
+    bool resolve_failed = false;  // a lookup of master_addr answered with an error
     uint64_t backoff = 10;
     Fd fd;
     for (bool joined = false; !joined;) {
         in_addr ip;
-        std::string why = resolve_ipv4(cfg.master_addr, &ip);
-        if (!why.empty()) {
+        std::string why = resolve_ipv4(cfg.master_addr, &ip, dl);
+        // A lookup cut short by the deadline says less than the answer an
+        // earlier one got (a name that fails at once often runs into the
+        // deadline on the last try): keep that.
+        if (!why.empty() && (why != kResolveTimedOut || !resolve_failed)) {
             last_err = "resolve '" + cfg.master_addr + "': " + why;
         }
+        resolve_failed |= !why.empty() && why != kResolveTimedOut;
         for (uint32_t p = lo; why.empty() && p <= hi && !dl.expired(); ++p) {
             sockaddr_in sa = {};
             sa.sin_family = AF_INET;

@@ -3,7 +3,10 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -11,6 +14,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <system_error>
+#include <thread>
 #include <unistd.h>
 
 namespace ucxp2p {
@@ -270,21 +275,63 @@ int tcp_accept(int listen_fd, Fd *out, std::string *peer) {
     return 0;
 }
 
-std::string resolve_ipv4(const std::string &host, in_addr *out) {
-    if (::inet_pton(AF_INET, host.c_str(), out) == 1) {
-        return "";
-    }
+namespace {
+
+/** One lookup, shared by the caller and its helper thread (whichever is
+ *  last frees it). */
+struct Lookup {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    int rc = 0;
+    bool found = false;
+    in_addr addr = {};
+};
+
+void run_lookup(const std::shared_ptr<Lookup> &l, const std::string &host,
+                GetAddrInfo lookup) {
     addrinfo hints;
     std::memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo *res = nullptr;
-    int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    if (rc != 0 || res == nullptr) {
-        return rc != 0 ? gai_strerror(rc) : "no address";
+    const int rc = lookup(host.c_str(), nullptr, &hints, &res);
+    std::lock_guard<std::mutex> lock(l->mu);
+    l->rc = rc;
+    if (rc == 0 && res != nullptr) {
+        l->found = true;
+        l->addr = reinterpret_cast<sockaddr_in *>(res->ai_addr)->sin_addr;
     }
-    *out = reinterpret_cast<sockaddr_in *>(res->ai_addr)->sin_addr;
-    ::freeaddrinfo(res);
+    if (res != nullptr) ::freeaddrinfo(res);
+    l->done = true;
+    l->cv.notify_all();
+}
+
+} // namespace
+
+const char kResolveTimedOut[] = "no answer by the deadline";
+
+std::string resolve_ipv4(const std::string &host, in_addr *out, const Deadline &dl,
+                         GetAddrInfo lookup) {
+    if (::inet_pton(AF_INET, host.c_str(), out) == 1) {
+        return "";
+    }
+    if (lookup == nullptr) lookup = ::getaddrinfo;
+    auto l = std::make_shared<Lookup>();
+    try {
+        std::thread([l, host, lookup] { run_lookup(l, host, lookup); }).detach();
+    } catch (const std::system_error &) {
+        run_lookup(l, host, lookup);  // no thread to spare: look up here
+    }
+    std::unique_lock<std::mutex> lock(l->mu);
+    if (!l->cv.wait_for(lock, std::chrono::milliseconds(dl.poll_ms()),
+                        [&] { return l->done; })) {
+        return kResolveTimedOut;
+    }
+    if (l->rc != 0 || !l->found) {
+        return l->rc != 0 ? gai_strerror(l->rc) : "no address";
+    }
+    *out = l->addr;
     return "";
 }
 

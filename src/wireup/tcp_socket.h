@@ -7,6 +7,7 @@
 #ifndef UCXP2P_WIREUP_TCP_SOCKET_H
 #define UCXP2P_WIREUP_TCP_SOCKET_H
 
+#include <netdb.h>
 #include <netinet/in.h>
 
 #include <chrono>
@@ -103,8 +104,19 @@ Io tcp_connect(const sockaddr_in &to, const Deadline &dl, Fd *out, int *err,
  *  Returns 0 or an errno (EAGAIN when none is pending). */
 int tcp_accept(int listen_fd, Fd *out, std::string *peer);
 
-/** Resolve a host name or dotted address to IPv4; "" on success, else why. */
-std::string resolve_ipv4(const std::string &host, in_addr *out);
+/** getaddrinfo's signature: what resolve_ipv4 calls (tests pass a slow one). */
+using GetAddrInfo = int (*)(const char *, const char *, const struct addrinfo *,
+                            struct addrinfo **);
+
+/** Resolve a host name or dotted address to IPv4 within dl; "" on success,
+ *  else why. A name is looked up on a helper thread, since getaddrinfo has
+ *  no timeout of its own (a slow or unreachable DNS server can hold it for
+ *  tens of seconds): past dl the call returns "timed out" and the lookup
+ *  finishes, and frees what it holds, on its own; the answer is then
+ *  kResolveTimedOut. */
+std::string resolve_ipv4(const std::string &host, in_addr *out, const Deadline &dl,
+                         GetAddrInfo lookup = nullptr);
+extern const char kResolveTimedOut[];
 
 /** The first IPv4 address of a network interface; false if none. */
 bool ifname_ipv4(const std::string &ifname, in_addr *out);
