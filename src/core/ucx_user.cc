@@ -98,17 +98,14 @@ const UcxConf &ucx_conf_settings() {
     return conf;
 }
 
-std::vector<std::string> ucx_aliases(const std::string &name) {
-    if (name == "UCX_MAX_RNDV_RAILS") return {"UCX_MAX_RNDV_LANES"};
-    if (name == "UCX_MAX_EAGER_RAILS") return {"UCX_MAX_EAGER_LANES"};
-    return {};
+std::vector<std::string> ucx_names(const std::string &name) {
+    if (name == "UCX_MAX_RNDV_RAILS") return {name, "UCX_MAX_RNDV_LANES"};
+    if (name == "UCX_MAX_EAGER_RAILS") return {name, "UCX_MAX_EAGER_LANES"};
+    return {name};
 }
 
 const char *ucx_user_value(const char *name, std::string *file) {
-    std::vector<std::string> names{name};
-    for (std::string &a : ucx_aliases(name)) {
-        names.push_back(std::move(a));
-    }
+    const std::vector<std::string> names = ucx_names(name);
     for (const std::string &n : names) {
         if (const char *env = std::getenv(n.c_str())) {
             if (file != nullptr) {

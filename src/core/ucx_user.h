@@ -43,10 +43,10 @@ std::vector<std::string> ucx_conf_paths(const char *home, const char *config_dir
  *  missing or unreadable files are skipped). */
 const UcxConf &ucx_conf_settings();
 
-/** The other names UCX 1.13 reads into the variable `name` (its aliases,
- *  `ucx_info -caf`: UCX_MAX_RNDV_LANES for UCX_MAX_RNDV_RAILS,
- *  UCX_MAX_EAGER_LANES for UCX_MAX_EAGER_RAILS); empty for most. */
-std::vector<std::string> ucx_aliases(const std::string &name);
+/** `name` and the other names UCX 1.13 reads into that variable (its
+ *  aliases, `ucx_info -caf`: UCX_MAX_RNDV_LANES for UCX_MAX_RNDV_RAILS,
+ *  UCX_MAX_EAGER_LANES for UCX_MAX_EAGER_RAILS); just `name` for most. */
+std::vector<std::string> ucx_names(const std::string &name);
 
 /** The user's value of the UCX variable `name` ("UCX_TLS"), under that
  *  name or one of its aliases: the environment's, else a config file's;

@@ -291,11 +291,7 @@ void network_lanes(const PlanInput &in, const UcxTls &tls, RailPlan *plan) {
 } // namespace
 
 std::string PlanInput::user_ucx_name(const std::string &name) const {
-    std::vector<std::string> names{name};
-    for (std::string &a : ucx_aliases(name)) {
-        names.push_back(std::move(a));
-    }
-    for (const std::string &n : names) {
+    for (const std::string &n : ucx_names(name)) {
         for (const auto &kv : user_ucx) {
             if (kv.first == n) {
                 return n;

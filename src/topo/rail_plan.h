@@ -66,7 +66,7 @@ struct PlanInput {
     static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);
 
     /** The user's value of name, set under it or one of the names UCX
-     *  also reads for it (ucx_aliases); nullptr when unset. */
+     *  also reads for it (ucx_names); nullptr when unset. */
     const std::string *user_ucx_value(const std::string &name) const;
     /** The name the user set name's value under (itself or an alias). */
     std::string user_ucx_name(const std::string &name) const;

@@ -111,9 +111,8 @@ using GetAddrInfo = int (*)(const char *, const char *, const struct addrinfo *,
 /** Resolve a host name or dotted address to IPv4 within dl; "" on success,
  *  else why. A name is looked up on a helper thread, since getaddrinfo has
  *  no timeout of its own (a slow or unreachable DNS server can hold it for
- *  tens of seconds): past dl the call returns "timed out" and the lookup
- *  finishes, and frees what it holds, on its own; the answer is then
- *  kResolveTimedOut. */
+ *  tens of seconds): past dl the call returns kResolveTimedOut, and the
+ *  lookup finishes, and frees what it holds, on its own. */
 std::string resolve_ipv4(const std::string &host, in_addr *out, const Deadline &dl,
                          GetAddrInfo lookup = nullptr);
 extern const char kResolveTimedOut[];
