@@ -72,8 +72,18 @@ void Comm::watch_peers() {
             continue;
         }
         if (cma::process_gone(p.pid)) {
-            P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u (pid %u) is gone", id_, r, p.pid);
-            on_peer_error(r, UCS_ERR_CONNECTION_RESET);
+            // Its last messages (answers to our sends, its goodbye) may
+            // have arrived after this progress call took in what it found
+            // and before the process ended: a process that is gone sends
+            // nothing more, so take in what is here, then decide. Its
+            // goodbye (on_peer_left) makes it a peer that left, and our
+            // sends it answered complete OK.
+            ctx_->progress().take_in_locked();
+            if (!p.failed && !p.left) {
+                P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u (pid %u) is gone", id_, r,
+                        p.pid);
+                on_peer_error(r, UCS_ERR_CONNECTION_RESET);
+            }
         }
         ++i;
     }

@@ -96,11 +96,16 @@ void Progress::kick() {
     (void)r;
 }
 
-unsigned Progress::progress_locked() {
+unsigned Progress::take_in_locked() {
     unsigned n = 0;
     while (ucp_worker_progress(worker_) != 0) {
         ++n;
     }
+    return n;
+}
+
+unsigned Progress::progress_locked() {
+    const unsigned n = take_in_locked();
     after_progress_();
     return n;
 }

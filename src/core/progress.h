@@ -149,6 +149,11 @@ public:
     /** Progress under the lock (caller holds worker_mu). */
     unsigned progress_locked();
 
+    /** Progress the worker until it finds nothing more, without running
+     *  the after-progress hooks: for a hook that must see everything
+     *  already delivered before it decides (caller holds worker_mu). */
+    unsigned take_in_locked();
+
 private:
     static void bump(std::atomic<int64_t> *v, int64_t d) {
         v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
