@@ -229,7 +229,10 @@ p2p_status_t p2p_context_create(const p2p_config_t *config,
  * (their pending operations are canceled; undelivered completions are
  * dropped); registrations are released. Endpoints of destroyed
  * communicators still waiting for their peers to close theirs (the close
- * handshake, see p2p_comm_destroy) are closed. The handle becomes invalid.
+ * handshake, see p2p_comm_destroy) are closed, once what was sent on them
+ * left: this waits while such a peer, alive, takes in nothing, at most
+ * P2P_PEER_TIMEOUT_MS (then it closes them anyway and logs a warning).
+ * The handle becomes invalid.
  * Errors: P2P_ERR_INVALID_HANDLE (unknown or already finalized context).
  */
 p2p_status_t p2p_context_destroy(p2p_context_h context);

@@ -283,6 +283,7 @@ Context::~Context() {
         progress_->stop();
     }
     close_gone_eps(/*all=*/true);  // before the worker goes
+    flush_lingering();
     close_lingering(/*all=*/true);
 }
 

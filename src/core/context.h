@@ -189,6 +189,14 @@ private:
      *  free the owners of those whose closes ended (context_linger.cc).
      *  Worker lock held, or no progress any more. */
     void close_lingering(bool all = false) noexcept;
+    /** Teardown, before close_lingering(true): flush the lingering
+     *  endpoints and progress until their flushes end, their peers'
+     *  processes are gone, or P2P_PEER_TIMEOUT_MS passed. What we sent
+     *  on them may still wait in UCX (a slow peer's shared-memory FIFO
+     *  full): our goodbye, closing note, a single-copy answer that
+     *  completes the peer's send. A forced close drops it, and the
+     *  peer's send would fail. No progress thread any more. */
+    void flush_lingering() noexcept;
     /** A closing note for a retired communicator: true if it named a
      *  lingering endpoint (marked due). Worker lock held. */
     bool closing_for_lingering(const Note &g) noexcept;

@@ -8,6 +8,8 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -122,6 +124,58 @@ void Context::close_lingering(bool all) noexcept {
             if (c.req != nullptr) ucp_request_free(c.req);  // UCX frees it when it ends
             c.req = nullptr;
         }
+    }
+}
+
+void Context::flush_lingering() noexcept {
+    struct Flush {
+        void *req;
+        uint32_t pid;  // the peer's process, if a same-host one (else 0)
+    };
+    std::vector<Flush> flushes;
+    try {
+        flushes.reserve(lingering_.size());
+    } catch (const std::bad_alloc &) {
+        return;  // out of memory: closed by force as before
+    }
+    for (const LingerEntry &e : lingering_) {
+        if (e.l.due == Lingering::kFailed || e.l.due == Lingering::kGone) continue;
+        ucp_request_param_t prm = {};
+        void *req = ucp_ep_flush_nbx(e.l.ep, &prm);
+        if (UCS_PTR_IS_PTR(req)) flushes.push_back({req, e.l.pid});
+    }
+    if (flushes.empty()) return;
+    const int64_t t0 = now_ns();
+    const int64_t deadline = t0 + settings_.peer_timeout_ms * 1000000LL;
+    size_t waiting = flushes.size();
+    for (unsigned round = 0;; ++round) {
+        while (ucp_worker_progress(worker_.get()) != 0) {
+        }
+        waiting = 0;
+        for (Flush &f : flushes) {
+            if (f.req == nullptr) continue;
+            // A process that is gone reads nothing more; one we cannot see
+            // (another host) is bounded by the deadline and UCX's keepalive.
+            const bool gone = round % 64 == 63 && f.pid != 0 && cma::process_gone(f.pid);
+            if (ucp_request_check_status(f.req) != UCS_INPROGRESS || gone) {
+                ucp_request_free(f.req);  // UCX frees an unfinished one when it ends
+                f.req = nullptr;
+            } else {
+                ++waiting;
+            }
+        }
+        if (waiting == 0 || now_ns() > deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    for (Flush &f : flushes) {
+        if (f.req != nullptr) ucp_request_free(f.req);
+    }
+    if (waiting != 0) {
+        P2P_LOG(P2P_LOG_WARN, "context: %zu lingering endpoint(s) not flushed after %u ms: "
+                "closing them anyway", waiting, settings_.peer_timeout_ms);
+    } else {
+        P2P_LOG(P2P_LOG_DEBUG, "context: %zu lingering endpoint(s) flushed in %.3f ms",
+                flushes.size(), (now_ns() - t0) / 1e6);
     }
 }
 

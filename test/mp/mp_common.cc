@@ -459,4 +459,28 @@ void exchange(Rank &r, const std::vector<uint32_t> &peers,
     rbuf.release();
 }
 
+void stay_busy(p2p_context_h ctx) {
+    static char scratch[64];
+    if (ctx != nullptr) {
+        p2p_mem_h m = nullptr;
+        MP_OK(p2p_mem_register(ctx, scratch, sizeof(scratch), &m));
+        MP_OK(p2p_mem_deregister(m));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void wait_for_file(const std::string &path, p2p_context_h ctx) {
+    const Clock::time_point t0 = Clock::now();
+    while (access(path.c_str(), F_OK) != 0) {
+        MP_CHECK(seconds_since(t0) < 30, "%s never appeared", path.c_str());
+        stay_busy(ctx);
+    }
+}
+
+void create_file(const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "w");
+    MP_CHECK(f != nullptr, "cannot create %s: %s", path.c_str(), std::strerror(errno));
+    std::fclose(f);
+}
+
 } // namespace mp

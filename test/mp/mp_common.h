@@ -210,6 +210,18 @@ void serialize_victim(unsigned long victim);
  *  kill -9s itself right after a call returned. */
 [[noreturn]] void die_now(p2p_comm_h comm, int ms);
 
+/** With ctx, call the library without progressing its worker (a
+ *  registration takes the worker lock), then sleep 1 ms: while it is
+ *  called every millisecond, a serialized context's backstop thread never
+ *  steps in. ctx null: sleep only. */
+void stay_busy(p2p_context_h ctx);
+
+/** Wait up to 30 s until path exists, stay_busy(ctx) meanwhile. */
+void wait_for_file(const std::string &path, p2p_context_h ctx);
+
+/** Create the (empty) file path: tells a rank waiting in wait_for_file. */
+void create_file(const std::string &path);
+
 } // namespace mp
 
 #endif

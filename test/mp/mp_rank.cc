@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
         {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"threads", mp::run_threads},
         {"linger", mp::run_linger},     {"linger-killed", mp::run_linger_killed},
+        {"linger-flush", mp::run_linger_flush},
         {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},
         {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},

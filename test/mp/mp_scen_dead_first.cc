@@ -38,19 +38,6 @@ namespace mp {
 
 namespace {
 
-/** With ctx, call the library without progressing its worker (a
- *  registration takes the worker lock): while it is called every
- *  millisecond, a serialized context's backstop thread never steps in. */
-void stay_busy(p2p_context_h ctx) {
-    static char scratch[64];
-    if (ctx != nullptr) {
-        p2p_mem_h m = nullptr;
-        MP_OK(p2p_mem_register(ctx, scratch, sizeof(scratch), &m));
-        MP_OK(p2p_mem_deregister(m));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
 /** The pid rank 1 wrote to path, waiting up to 30 s for it (stay_busy
  *  meanwhile). */
 pid_t read_pid(const char *path, p2p_context_h ctx) {

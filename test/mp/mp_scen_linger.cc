@@ -11,11 +11,33 @@
  *       instead of destroying its communicator: rank 0's lingering
  *       endpoint fails (UCX reports it, or the periodic check finds
  *       rank 1's process gone) and is closed. Rank 0 must not crash or hang.
+ *   linger-flush  (3 ranks, same host, single copy on) what a rank sent
+ *       on an endpoint that lingers must reach the peer before the
+ *       context goes. Rank 1 runs serialized and keeps its worker still
+ *       (stay_busy) after posting a single-copy send to rank 0 and the
+ *       receives of rank 2's many small messages; rank 2 sends those until
+ *       rank 1's shared-memory FIFO is full. Rank 0 then receives rank
+ *       1's message: its single-copy answer (which completes rank 1's
+ *       send) and later its goodbye wait in UCX behind the full FIFO. Rank
+ *       0 destroys its communicator (the endpoint lingers), tells rank 1
+ *       to progress again, and destroys its context at once. Rank 1's send
+ *       must complete OK, and rank 0 must leave as a rank that said
+ *       goodbye, not as a failure. Before, the context closed the
+ *       lingering endpoint by force at once, dropping both: rank 1's send
+ *       failed with P2P_ERR_PEER_FAILURE once it found rank 0's process
+ *       gone (MpTest.Soak3Ranks/shm_serialized, about 1 run in 17 under
+ *       load). The files the ranks signal through go in P2P_MP_DIR.
+ *   linger-flush stuck  the same, but rank 1 keeps its worker still until
+ *       rank 0's context is gone: rank 0's flush gives up after
+ *       P2P_PEER_TIMEOUT_MS (and says so), and rank 1's send completes
+ *       with P2P_ERR_PEER_FAILURE.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -67,6 +89,99 @@ void run_linger_killed(int, char **) {
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
     r.finish();
     say("linger-killed ok");
+}
+
+namespace {
+
+/** linger-flush stuck, rank 1: rank 0 never answered its send. */
+void check_big_send_failed(const Xfer &x, const p2p_completion_t &c) {
+    if (x.is_send && x.peer == 0) {
+        MP_CHECK(c.status == P2P_ERR_PEER_FAILURE, "send to rank 0 gave %s, expected a "
+                 "peer failure", p2p_status_string(c.status));
+        return;
+    }
+    check_ok(x, c);
+}
+
+} // namespace
+
+void run_linger_flush(int argc, char **argv) {
+    const bool stuck = argc > 0 && std::string(argv[0]) == "stuck";
+    MP_CHECK(argc == 0 || stuck, "linger-flush [stuck]");
+    serialize_victim(1);  // rank 1: only its own calls progress its worker
+    const char *dir = std::getenv("P2P_MP_DIR");
+    MP_CHECK(dir != nullptr && *dir != '\0', "linger-flush needs P2P_MP_DIR");
+    const std::string ready = std::string(dir) + "/ready";
+    const std::string full = std::string(dir) + "/full";
+    const std::string closing = std::string(dir) + "/closing";
+    const std::string gone = std::string(dir) + "/gone";
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "linger-flush");
+    MP_CHECK(r.size() == 3, "linger-flush runs on 3 ranks");
+    constexpr size_t kBig = 32 * 1024;  // single copy, not split (mp_test sets
+                                         // P2P_CMA_THRESH=16384; split: 64 KiB)
+    constexpr uint32_t kFillers = 200;   // 8 B each: more than a FIFO holds
+    RegBuf buf(r.ctx(), kBig + kFillers * 8, 0xEE);
+    const Xfer big = {r.rank() == 1, r.rank() == 1 ? 0u : 1u, 1, kBig, 0};
+    std::vector<Xfer> fillers;
+    for (uint32_t i = 0; i < kFillers; ++i) {
+        fillers.push_back({r.rank() == 2, r.rank() == 2 ? 1u : 2u, 100 + i, 8, kBig + i * 8});
+    }
+    auto post = [&](const std::vector<Xfer> &ops) {
+        for (size_t i = 0; i < ops.size(); ++i) {
+            const Xfer &x = ops[i];
+            if (x.is_send) {
+                fill_pattern(buf.data() + x.off, x.len, r.rank(), x.peer, x.tid);
+                MP_OK(p2p_comm_send(r.comm(), x.peer, x.tid, buf.data() + x.off, x.len,
+                                    buf.mem(), ctx_of(i)));
+            } else {
+                MP_OK(p2p_comm_recv(r.comm(), x.peer, x.tid, buf.data() + x.off, x.len,
+                                    buf.mem(), ctx_of(i)));
+            }
+        }
+    };
+    auto check = [&](const std::vector<Xfer> &ops) {
+        for (const Xfer &x : ops) {
+            if (!x.is_send) check_pattern(buf.data() + x.off, x.len, x.peer, r.rank(), x.tid,
+                                          "linger-flush");
+        }
+    };
+    // Endpoints wired up both ways first (a new one's first messages wait
+    // on its peer's progress).
+    ExchangeOptions opt;
+    exchange(r, {0, 1, 2}, {8}, 1000, opt);
+    if (r.rank() == 1) {
+        std::vector<Xfer> ops = fillers;
+        ops.push_back(big);
+        post(ops);
+        create_file(ready);
+        // The worker stays still until then.
+        wait_for_file(stuck ? gone : closing, r.ctx());
+        collect(r.comm(), ops, 30, stuck ? check_big_send_failed : check_ok);
+        check(ops);
+    } else if (r.rank() == 2) {
+        wait_for_file(ready, nullptr);
+        post(fillers);
+        // Some must stay in flight: rank 1's FIFO is full.
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        size_t in_flight = 0;
+        MP_OK(p2p_comm_pending(r.comm(), P2P_QUEUE_SEND, &in_flight));
+        MP_CHECK(in_flight > 0, "all %u sends to a rank that does not progress completed: "
+                 "its FIFO never filled", kFillers);
+        create_file(full);
+        collect(r.comm(), fillers, 30);
+    } else {
+        wait_for_file(full, nullptr);
+        post({big});
+        collect(r.comm(), {big}, 30);
+        check({big});
+        r.destroy_comm();
+        create_file(closing);
+    }
+    buf.release();
+    r.finish();
+    if (r.rank() == 0) create_file(gone);
+    say("linger-flush ok");
 }
 
 } // namespace mp

@@ -19,6 +19,7 @@ void run_killee(int argc, char **argv);
 void run_shutdown(int argc, char **argv);
 void run_dead_arrived(int argc, char **argv);
 void run_dead_first(int argc, char **argv);
+void run_linger_flush(int argc, char **argv);
 void run_leave(int argc, char **argv);
 void run_leave_oom(int argc, char **argv);
 void run_cma_fallback(int argc, char **argv);

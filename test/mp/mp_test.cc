@@ -128,6 +128,34 @@ TEST_P(MpTest, ALingeringEndpointWhosePeerDiesIsClosed2Ranks) {
     EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
 }
 
+// What a rank sent on an endpoint that lingers (a single-copy answer that
+// completes the peer's send, its goodbye), still queued in UCX behind the
+// slow peer's full FIFO, reaches the peer before the context goes
+// (mp_scen_linger.cc, linger-flush): the peer's send completes OK and it
+// hears the goodbye, not a failure.
+TEST_P(MpTest, LingeringEndpointsAreFlushedBeforeTheContextGoes3Ranks) {
+    if (!single_copy(GetParam())) {
+        GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
+    }
+    p2ptest::TempDir dir;
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"linger-flush"};
+    s.env = {"P2P_MP_DIR=" + dir.path(), "P2P_CMA_THRESH=16384", "P2P_LOG_LEVEL=debug"};
+    const std::string out = expect_pass(s, "linger-flush ok");
+    EXPECT_EQ(1u, count(out, "r1] debug: comm 0: rank 0 said goodbye")) << out;
+    EXPECT_EQ(0u, count(out, "failed:")) << out;
+    EXPECT_EQ(1u, count(out, "lingering endpoint(s) flushed in")) << out;
+    EXPECT_EQ(0u, count(out, "not flushed")) << out;
+    // A peer that never takes them in: the flush gives up after the peer
+    // timeout (P2P_PEER_TIMEOUT_MS=2000 here), and its send fails.
+    p2ptest::TempDir dir2;  // the first run's signal files stay in dir
+    s.args.push_back("stuck");
+    s.env[0] = "P2P_MP_DIR=" + dir2.path();
+    const std::string stuck = expect_pass(s, "linger-flush ok");
+    EXPECT_EQ(1u, count(stuck, "1 lingering endpoint(s) not flushed after 2000 ms")) << stuck;
+}
+
 TEST_P(MpTest, Batch2Ranks) {
     expect_scenario({"batch", "128"});
 }
