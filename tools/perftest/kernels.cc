@@ -130,7 +130,7 @@ p2p_status_t send_report(Session &s, Reaper &rp, const PeerReport &rep) {
 
 p2p_status_t recv_report(Session &s, Reaper &rp, uint32_t from,
                          PeerReport *rep) {
-    char *buf = s.ctrl.data() + kCtrlReportRecv + 64 * (from % 4096);
+    char *buf = s.ctrl.data() + kCtrlReportRecv;  // one at a time: slot 0
     p2p_status_t st = p2p_comm_recv(s.comm.get(), from, s.tag_report(), buf,
                                     sizeof(*rep), s.ctrl.mem(), nullptr);
     if (st != P2P_OK) {

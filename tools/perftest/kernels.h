@@ -23,8 +23,9 @@ enum : size_t {
     kCtrlAckSend = 0,
     kCtrlAckRecv = 64,
     kCtrlReportSend = 128,
-    kCtrlReportRecv = 512, /* rank r's report at + r * 64 (mem test) */
-    kCtrlBytes = 512 + 64 * 4096
+    kCtrlReportRecv = 512, /* report slot i at + i * 64 */
+    kCtrlReportSlots = 4096, /* reports received at once, at most */
+    kCtrlBytes = kCtrlReportRecv + 64 * kCtrlReportSlots
 };
 
 /** What rank 1 (or any rank, mem test) tells rank 0 after a point. */

@@ -8,6 +8,7 @@
 #include "report.h"
 #include "runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -89,19 +90,17 @@ uint64_t options_fingerprint(const Options &o) {
     return h;
 }
 
-/** Every rank sends its fingerprint to rank 0, rank 0 sends its own to
- *  every rank; *same: what this rank saw agrees (rank 0: every rank's). */
-p2p_status_t compare_options(Session &s, bool *same) {
+/** Fingerprints of peers [from, to) (at most kCtrlReportSlots of them)
+ *  against mine, one report slot each; *same turns false on a mismatch. */
+p2p_status_t compare_options_with(Session &s, uint64_t mine, uint32_t from, uint32_t to,
+                                  bool *same) {
     Reaper rp(s.comm.get(), true);
     rp.set_deadline(s.deadline());
-    const uint64_t mine = options_fingerprint(s.opts);
-    char *out = s.ctrl.data() + kCtrlAckSend;
-    std::memcpy(out, &mine, sizeof(mine));
-    const uint32_t first = s.rank == 0 ? 1 : 0, last = s.rank == 0 ? s.size : 1;
-    for (uint32_t p = first; p < last; ++p) {
-        char *in = s.ctrl.data() + kCtrlReportRecv + 64 * (p % 4096);
-        p2p_status_t st = p2p_comm_recv(s.comm.get(), p, s.tag_report(), in, sizeof(mine),
-                                        s.ctrl.mem(), nullptr);
+    const char *out = s.ctrl.data() + kCtrlAckSend;
+    auto slot = [&](uint32_t p) { return s.ctrl.data() + kCtrlReportRecv + 64 * (p - from); };
+    for (uint32_t p = from; p < to; ++p) {
+        p2p_status_t st = p2p_comm_recv(s.comm.get(), p, s.tag_report(), slot(p),
+                                        sizeof(mine), s.ctrl.mem(), nullptr);
         if (st == P2P_OK) {
             st = p2p_comm_send(s.comm.get(), p, s.tag_report(), out, sizeof(mine),
                                s.ctrl.mem(), nullptr);
@@ -111,20 +110,36 @@ p2p_status_t compare_options(Session &s, bool *same) {
         }
     }
     Tally ts, tr;
-    p2p_status_t st = rp.reap_both(last - first, &ts, last - first, &tr);
+    p2p_status_t st = rp.reap_both(to - from, &ts, to - from, &tr);
     if (st != P2P_OK || ts.first_error != P2P_OK || tr.first_error != P2P_OK) {
         return st != P2P_OK ? st : ts.first_error != P2P_OK ? ts.first_error : tr.first_error;
     }
-    *same = true;
-    for (uint32_t p = first; p < last; ++p) {
+    for (uint32_t p = from; p < to; ++p) {
         uint64_t theirs;
-        std::memcpy(&theirs, s.ctrl.data() + kCtrlReportRecv + 64 * (p % 4096),
-                    sizeof(theirs));
+        std::memcpy(&theirs, slot(p), sizeof(theirs));
         if (theirs != mine) {
             *same = false;
             std::fprintf(stderr, "p2p_perftest: rank %u: options differ from rank 0's "
                          "(start every rank with the same options)\n",
                          s.rank == 0 ? p : s.rank);
+        }
+    }
+    return P2P_OK;
+}
+
+/** Every rank sends its fingerprint to rank 0, rank 0 sends its own to
+ *  every rank (kCtrlReportSlots ranks at a time); *same: what this rank
+ *  saw agrees (rank 0: every rank's). */
+p2p_status_t compare_options(Session &s, bool *same) {
+    const uint64_t mine = options_fingerprint(s.opts);
+    std::memcpy(s.ctrl.data() + kCtrlAckSend, &mine, sizeof(mine));
+    *same = true;
+    const uint32_t first = s.rank == 0 ? 1 : 0, last = s.rank == 0 ? s.size : 1;
+    for (uint32_t from = first; from < last; from += kCtrlReportSlots) {
+        const uint32_t to = std::min<uint32_t>(last, from + kCtrlReportSlots);
+        p2p_status_t st = compare_options_with(s, mine, from, to, same);
+        if (st != P2P_OK) {
+            return st;
         }
     }
     return P2P_OK;
