@@ -7,6 +7,7 @@
 #include "ucxp2p_config.h"
 
 #include "core/memtype.h"
+#include "core/fork_mutex.h"
 #include "core/log.h"
 
 #include <atomic>
@@ -70,12 +71,12 @@ std::atomic<const Driver *> g_test_driver{nullptr};
 const Driver *real_driver() {
     static Driver bound;
     static std::atomic<const Driver *> cached{nullptr};
-    static std::mutex mu;
+    static ForkMutex &mu = *new ForkMutex();  // held across fork(); never destroyed
     const Driver *d = cached.load(std::memory_order_acquire);
     if (d != nullptr) return d;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (h == nullptr) return nullptr;  // not loaded: no device memory here
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<ForkMutex> lock(mu);
     if ((d = cached.load(std::memory_order_acquire)) == nullptr) {
         // Kept open: the driver stays loaded for the process' life anyway.
         if (!bind(h, &bound)) {

@@ -1,5 +1,6 @@
 #include "core/rails.h"
 
+#include "core/fork_mutex.h"
 #include "core/log.h"
 #include "core/ucx_user.h"
 #include "topo/rail_plan.h"
@@ -82,7 +83,7 @@ bool try_slurm(const EnvLookup &env, LocalRank *out) {
 
 /** Process-wide state: the topology (loaded once) and the latest plan. */
 struct RailState {
-    std::mutex mu;
+    ForkMutex mu;  // held across fork(): a child may create a context
     bool loaded = false;
     std::unique_ptr<topo::Topology> topo;
     int numa = -1;
@@ -203,7 +204,7 @@ std::vector<int> numa_node_cpus(int numa, const std::string &root) {
 
 p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     RailState &s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::lock_guard<ForkMutex> lock(s.mu);
     if (!s.loaded) {
         s.loaded = true;
         if (topo::Topology::load("", &s.topo) != P2P_OK) {
@@ -268,13 +269,13 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
 
 LocalRank rails_local_rank() {
     RailState &s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::lock_guard<ForkMutex> lock(s.mu);
     return s.last;
 }
 
 int rails_numa() {
     RailState &s = state();
-    std::lock_guard<std::mutex> lock(s.mu);
+    std::lock_guard<ForkMutex> lock(s.mu);
     return s.numa;
 }
 

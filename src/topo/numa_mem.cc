@@ -8,6 +8,7 @@
  */
 #include <ucxp2p/p2p_mem.h>
 
+#include "core/fork_mutex.h"
 #include "core/log.h"
 #include "core/mem.h"
 #include "core/rails.h"
@@ -76,10 +77,11 @@ struct Mapping {
     size_t length;
     p2p_mem_h mem;
     Block block;
+    bool freeing = false;  // a p2p_mem_free of it is deregistering it
 };
 
-std::mutex &maps_mu() {
-    static std::mutex *m = new std::mutex();
+ucxp2p::ForkMutex &maps_mu() {  // held across fork(): a child may allocate
+    static auto *m = new ucxp2p::ForkMutex();
     return *m;
 }
 
@@ -161,12 +163,12 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
     const uint64_t ino = block.ino();
     const uintptr_t key = reinterpret_cast<uintptr_t>(p);
     {
-        std::lock_guard<std::mutex> lock(maps_mu());
+        std::lock_guard<ucxp2p::ForkMutex> lock(maps_mu());
         maps().emplace(key, Mapping{len, nullptr, std::move(block)});  // may throw
     }
     p2p_mem_h mem = nullptr;
     p2p_status_t st = ucxp2p::mem_register(context, p, len, fd, ino, &mem);
-    std::lock_guard<std::mutex> lock(maps_mu());
+    std::lock_guard<ucxp2p::ForkMutex> lock(maps_mu());
     if (st != P2P_OK) {
         maps().erase(key);  // unmaps (and closes the memfd)
         return st;
@@ -179,22 +181,34 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
 }
 
 p2p_status_t mem_free(void *address, p2p_mem_h mem) {
-    std::lock_guard<std::mutex> lock(maps_mu());
-    auto it = maps().find(reinterpret_cast<uintptr_t>(address));
-    if (address == nullptr || mem == nullptr || it == maps().end() ||
-        it->second.mem != mem) {
-        P2P_LOG(P2P_LOG_ERROR, "mem free: %p is not memory from p2p_mem_alloc "
-                "with this registration", address);
-        return P2P_ERR_INVALID_PARAM;
+    const uintptr_t key = reinterpret_cast<uintptr_t>(address);
+    {
+        std::lock_guard<ucxp2p::ForkMutex> lock(maps_mu());
+        auto it = maps().find(key);
+        if (address == nullptr || mem == nullptr || it == maps().end() ||
+            it->second.mem != mem || it->second.freeing) {
+            P2P_LOG(P2P_LOG_ERROR, "mem free: %p is not memory from p2p_mem_alloc "
+                    "with this registration", address);
+            return P2P_ERR_INVALID_PARAM;
+        }
+        it->second.freeing = true;  // only this call erases it now
     }
+    // Outside the map's lock, which stays a leaf (core/fork_mutex.h): the
+    // deregistration takes the handle registry's and the worker's locks.
     p2p_status_t st = p2p_mem_deregister(mem);
-    if (st == P2P_ERR_BUSY) {
-        return st;
+    {
+        std::lock_guard<ucxp2p::ForkMutex> lock(maps_mu());
+        auto it = maps().find(key);
+        if (st == P2P_ERR_BUSY) {
+            it->second.freeing = false;
+            return st;
+        }
+        // INVALID_HANDLE: the user deregistered it already (or the context
+        // is gone); the mapping is still ours to release.
+        maps().erase(it);  // unmaps (and closes the memfd)
     }
-    // INVALID_HANDLE: the user deregistered it already (or the context is
-    // gone); the mapping is still ours to release.
-    maps().erase(it);  // unmaps (and closes the memfd)
     // After the close: a peer that sees the count move finds the fd gone.
+    // (The epoch table's first use takes its own lock: not under ours.)
     ucxp2p::mem_region_closed();
     return P2P_OK;
 }

@@ -4,6 +4,7 @@
 #include <ucxp2p/p2p_topo.h>
 
 #include "core/guard.h"
+#include "core/fork_mutex.h"
 #include "core/log.h"
 #include "topo/rail_plan.h"
 #include "topo/roce.h"
@@ -27,14 +28,15 @@ namespace {
 using namespace ucxp2p::topo;
 
 // Live handles, so a destroyed or made-up handle gets INVALID_HANDLE.
-std::mutex g_mutex;
+// Held across fork() (a child may use the topo API); never destroyed.
+ucxp2p::ForkMutex &g_mutex = *new ucxp2p::ForkMutex();
 std::set<const p2p_topo *> &registry() {
     static std::set<const p2p_topo *> handles;
     return handles;
 }
 
 bool valid(const p2p_topo *t) {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::lock_guard<ucxp2p::ForkMutex> lock(g_mutex);
     return t != nullptr && registry().count(t) != 0;
 }
 
@@ -93,7 +95,7 @@ p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p) {
         }
         t->sysfs_root = path.empty() ? kDefaultSysfsRoot : "";
         {
-            std::lock_guard<std::mutex> lock(g_mutex);
+            std::lock_guard<ucxp2p::ForkMutex> lock(g_mutex);
             registry().insert(t.get());
         }
         *topo_p = t.release();
@@ -104,7 +106,7 @@ p2p_status_t p2p_topo_load(const char *xml_path, p2p_topo_h *topo_p) {
 p2p_status_t p2p_topo_destroy(p2p_topo_h topo) {
     return ucxp2p::guarded("topo destroy", [&]() -> p2p_status_t {
         {
-            std::lock_guard<std::mutex> lock(g_mutex);
+            std::lock_guard<ucxp2p::ForkMutex> lock(g_mutex);
             if (topo == nullptr || registry().erase(topo) == 0) {
                 return P2P_ERR_INVALID_HANDLE;
             }
