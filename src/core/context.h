@@ -190,8 +190,9 @@ private:
      *  Worker lock held, or no progress any more. */
     void close_lingering(bool all = false) noexcept;
     /** Teardown, before close_lingering(true): flush the lingering
-     *  endpoints and progress until their flushes end, their peers'
-     *  processes are gone, or P2P_PEER_TIMEOUT_MS passed. What we sent
+     *  endpoints whose peers still hold their own, and progress until the
+     *  flushes end, those peers' processes are gone, or
+     *  P2P_PEER_TIMEOUT_MS passed. What we sent
      *  on them may still wait in UCX (a slow peer's shared-memory FIFO
      *  full): our goodbye, closing note, a single-copy answer that
      *  completes the peer's send. A forced close drops it, and the

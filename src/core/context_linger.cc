@@ -139,7 +139,10 @@ void Context::flush_lingering() noexcept {
         return;  // out of memory: closed by force as before
     }
     for (const LingerEntry &e : lingering_) {
-        if (e.l.due == Lingering::kFailed || e.l.due == Lingering::kGone) continue;
+        // Only those whose peer still holds its own: one that closed its
+        // own (kClosingCame) takes nothing more from us; a failed or gone
+        // one cannot.
+        if (e.l.due != Lingering::kNotDue) continue;
         ucp_request_param_t prm = {};
         void *req = ucp_ep_flush_nbx(e.l.ep, &prm);
         if (UCS_PTR_IS_PTR(req)) flushes.push_back({req, e.l.pid});
