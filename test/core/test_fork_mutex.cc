@@ -35,6 +35,9 @@ int fork_while_held(M &mu, bool release_after_fork, int hold_ms, double *fork_ms
             std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
         }
         mu.unlock();
+        // Alive until fork() returned: a thread that ended unjoined before
+        // the fork is a leak to ThreadSanitizer in the child.
+        while (!forked) std::this_thread::yield();
     });
     while (!held) std::this_thread::yield();
     const Clock::time_point t0 = Clock::now();
