@@ -116,6 +116,11 @@ const ConfigVar kTable[] = {
      "RoCE GID index given to UCX (UCX_IB_GID_INDEX, unless set): auto "
      "picks RoCE v2 with an IPv4-mapped address, else RoCE v2 IPv6 (not "
      "link-local), else RoCE v1, from /sys/class/infiniband; or a number."},
+    {"P2P_IB_ADDR_RANGE", "",
+     "RoCE: auto picks the GID index only among addresses in this range "
+     "(address/prefix, IPv4 10.1.0.0/16 or IPv6 fd00::/8), as "
+     "NCCL_IB_ADDR_RANGE: for ports with addresses on several subnets. "
+     "Empty: any address. A number in P2P_IB_GID_INDEX wins over it."},
     {"P2P_HOST_ID", "",
      "Name that groups ranks into hosts when the TCP bootstrap computes "
      "local rank/size (ranks sharing it are ordered by rank); empty: the "

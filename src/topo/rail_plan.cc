@@ -119,7 +119,8 @@ struct RoceRail {
 /** The plan's GID index: UCX_IB_GID_INDEX is one for every device, so
  *  only an index all RoCE rails agree on. Otherwise none: UCX then picks
  *  each device's GID itself, in the order detection uses. */
-void choose_gid(const std::vector<RoceRail> &roce, RailPlan *plan) {
+void choose_gid(const std::vector<RoceRail> &roce, const std::string &range,
+                RailPlan *plan) {
     bool agree = !roce.empty();
     std::string each;
     for (const RoceRail &r : roce) {
@@ -127,8 +128,9 @@ void choose_gid(const std::vector<RoceRail> &roce, RailPlan *plan) {
         each += (each.empty() ? "" : ", ") + r.name + ": " +
                 (r.found ? std::to_string(r.gid.index) : std::string("none"));
         if (!r.found) {
-            plan->notes.push_back("roce " + r.name +
-                                  ": no usable gid found; UCX keeps its default");
+            plan->notes.push_back("roce " + r.name + ": no usable gid found" +
+                                  (range.empty() ? "" : " in P2P_IB_ADDR_RANGE=" + range) +
+                                  "; UCX keeps its default");
         }
     }
     if (agree) {
@@ -194,6 +196,8 @@ void unknown_link_layer(const PlannedNic &p, unsigned long gid_override, bool gi
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
                  RailPlan *plan) {
     std::vector<RoceRail> roce;
+    AddrRange range;  // plan_rails checked it
+    const bool ranged = !in.addr_range.empty() && addr_range_parse(in.addr_range, &range);
     for (PlannedNic &p : plan->nics) {
         if (p.tcp) {
             continue;
@@ -236,10 +240,11 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
             continue;
         }
         RoceRail r{p.ucx_name(), GidChoice{}, true};
-        r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid) == P2P_OK;
+        r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid,
+                                  ranged ? &range : nullptr) == P2P_OK;
         roce.push_back(std::move(r));
     }
-    choose_gid(roce, plan);
+    choose_gid(roce, ranged ? in.addr_range : std::string(), plan);
 }
 
 /** A device (and port) named twice -- "mlx5_0,mlx5_0:1", or two entries
@@ -328,6 +333,7 @@ PlanInput PlanInput::from_environment(uint32_t local_rank, uint32_t local_size) 
     in.rails = config_get("P2P_RAILS");
     in.hca = config_get("P2P_HCA");
     in.gid_index = config_get("P2P_IB_GID_INDEX");
+    in.addr_range = config_get("P2P_IB_ADDR_RANGE");
     const char *smddp = std::getenv("SMDATAPARALLEL_DEVICE_NAME");
     in.smddp_devices = smddp != nullptr ? smddp : "";
     if (const char *cvd = std::getenv("CUDA_VISIBLE_DEVICES")) {
@@ -363,6 +369,12 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
     if (!gid_auto && !parse_count(in.gid_index, 65535, &gid_n)) {
         P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_IB_GID_INDEX='%s' is not auto or "
                 "a number", in.gid_index.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    AddrRange range;
+    if (!in.addr_range.empty() && !addr_range_parse(in.addr_range, &range)) {
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_IB_ADDR_RANGE='%s' is not an "
+                "address/prefix (10.1.0.0/16, fd00::/8)", in.addr_range.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
     std::string bad;

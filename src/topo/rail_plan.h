@@ -35,6 +35,9 @@ struct PlanInput {
     std::string hca;                /**< P2P_HCA: NCCL_IB_HCA-style filter */
     std::string smddp_devices;      /**< SMDATAPARALLEL_DEVICE_NAME */
     std::string gid_index = "auto"; /**< P2P_IB_GID_INDEX: auto | N */
+    /** P2P_IB_ADDR_RANGE: auto GID choice only among addresses in this
+     *  range (10.1.0.0/16, fd00::/8); empty: any. */
+    std::string addr_range;
     /** Index into Machine::gpus of this rank's GPU; -1: the GPU of CUDA
      *  device local_rank modulo the number CUDA sees (one rank per GPU,
      *  as herringLocalDevice), see cuda_visible_devices. */
@@ -60,7 +63,8 @@ struct PlanInput {
      *  /sys/class/net. */
     std::vector<std::string> netdevs;
 
-    /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, SMDATAPARALLEL_DEVICE_NAME,
+    /** From P2P_RAILS, P2P_HCA, P2P_IB_GID_INDEX, P2P_IB_ADDR_RANGE,
+     *  SMDATAPARALLEL_DEVICE_NAME,
      *  CUDA_VISIBLE_DEVICES and every UCX_* setting of the environment and UCX's config files;
      *  sysfs_root is the default one. */
     static PlanInput from_environment(uint32_t local_rank, uint32_t local_size);

@@ -5,8 +5,10 @@
 #include "topo/machine.h"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sys/stat.h>
 
@@ -199,8 +201,47 @@ p2p_status_t roce_read_gids(const std::string &root, const std::string &dev,
     return P2P_OK;
 }
 
+bool addr_range_parse(const std::string &text, AddrRange *out) {
+    const size_t slash = text.find('/');
+    if (slash == std::string::npos || slash + 1 >= text.size() || out == nullptr) {
+        return false;
+    }
+    const std::string addr = text.substr(0, slash), bits = text.substr(slash + 1);
+    if (bits.size() > 3 || !std::all_of(bits.begin(), bits.end(), ::isdigit)) {
+        return false;
+    }
+    const unsigned prefix = static_cast<unsigned>(std::stoul(bits));
+    AddrRange r;
+    r.text = text;
+    in_addr v4;
+    if (inet_pton(AF_INET, addr.c_str(), &v4) == 1) {
+        if (prefix > 32) return false;
+        r.addr[10] = r.addr[11] = 0xff;  // ::ffff:a.b.c.d, as a RoCE GID
+        std::memcpy(r.addr + 12, &v4, 4);
+        r.prefix = 96 + prefix;
+    } else if (inet_pton(AF_INET6, addr.c_str(), r.addr) == 1) {
+        if (prefix > 128) return false;
+        r.prefix = prefix;
+    } else {
+        return false;
+    }
+    *out = std::move(r);
+    return true;
+}
+
+bool addr_range_contains(const AddrRange &range, const std::string &gid) {
+    unsigned char a[16];
+    if (inet_pton(AF_INET6, gid.c_str(), a) != 1) return false;
+    for (unsigned bit = 0; bit < range.prefix; ++bit) {
+        const unsigned char m = static_cast<unsigned char>(0x80u >> (bit % 8));
+        if ((a[bit / 8] & m) != (range.addr[bit / 8] & m)) return false;
+    }
+    return true;
+}
+
 p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
-                             const std::string &netdev, GidChoice *out) {
+                             const std::string &netdev, GidChoice *out,
+                             const AddrRange *range) {
     if (out == nullptr) {
         return P2P_ERR_INVALID_PARAM;
     }
@@ -218,7 +259,7 @@ p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
     bool best_on_netdev = false;
     for (const GidEntry &e : gids) {
         int r = rank(e);
-        if (r < 0) {
+        if (r < 0 || (range != nullptr && !addr_range_contains(*range, e.gid))) {
             continue;
         }
         bool on_netdev = !netdev.empty() && e.ndev == netdev;
@@ -245,6 +286,9 @@ p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
     if (!best->ndev.empty()) {
         c.reason += " on " + best->ndev;
     }
+    if (range != nullptr) {
+        c.reason += " (in " + range->text + ")";
+    }
     if (best_rank > 0) {
         c.reason += best_rank == 1 ? " (no roce v2 ipv4 gid)" : " (no roce v2 gid)";
     }
@@ -254,7 +298,7 @@ p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
 
 p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
                              unsigned port, const std::string &netdev,
-                             GidChoice *out) {
+                             GidChoice *out, const AddrRange *range) {
     std::vector<GidEntry> gids;
     p2p_status_t st = roce_read_gids(root, dev, port, &gids);
     if (st != P2P_OK) {
@@ -262,10 +306,11 @@ p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
                 dev.c_str(), port, root.c_str());
         return st;
     }
-    st = roce_choose_gid(gids, netdev, out);
+    st = roce_choose_gid(gids, netdev, out, range);
     if (st != P2P_OK) {
-        P2P_LOG(P2P_LOG_INFO, "roce: %s port %u: none of %zu gids is roce v1/v2",
-                dev.c_str(), port, gids.size());
+        P2P_LOG(P2P_LOG_INFO, "roce: %s port %u: none of %zu gids is roce v1/v2%s%s",
+                dev.c_str(), port, gids.size(), range != nullptr ? " in " : "",
+                range != nullptr ? range->text.c_str() : "");
     }
     return st;
 }

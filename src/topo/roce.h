@@ -63,19 +63,37 @@ double roce_port_rate_gbps(const std::string &root, const std::string &dev,
 p2p_status_t roce_read_gids(const std::string &root, const std::string &dev,
                             unsigned port, std::vector<GidEntry> *out);
 
+/** An address range, as NCCL_IB_ADDR_RANGE: "10.1.0.0/16" or
+ *  "fd00::/8" (P2P_IB_ADDR_RANGE). IPv4 is kept IPv4-mapped, as RoCE GIDs
+ *  hold it. */
+struct AddrRange {
+    unsigned char addr[16] = {};
+    unsigned prefix = 0;  // leading bits of addr that must match, 0..128
+    std::string text;     // as given
+};
+
+/** Parse "address/prefix" (IPv4 prefix 0..32, IPv6 0..128; host bits
+ *  may be set). False when malformed. */
+bool addr_range_parse(const std::string &text, AddrRange *out);
+
+/** Whether the GID (sysfs text form) lies in range. */
+bool addr_range_contains(const AddrRange &range, const std::string &gid);
+
 /**
  * Choose among GIDs in UCX's auto order: RoCE v2 IPv4-mapped, then RoCE v2
  * IPv6 (not link-local), then RoCE v1 (IPv4 first). Within a class, GIDs on
- * netdev (when not empty) come first, then the lowest index.
+ * netdev (when not empty) come first, then the lowest index. range (when
+ * not null): only GIDs whose address lies in it.
  * P2P_ERR_NO_DEVICE when no GID qualifies.
  */
 p2p_status_t roce_choose_gid(const std::vector<GidEntry> &gids,
-                             const std::string &netdev, GidChoice *out);
+                             const std::string &netdev, GidChoice *out,
+                             const AddrRange *range = nullptr);
 
 /** roce_read_gids + roce_choose_gid; errors logged with the path. */
 p2p_status_t roce_detect_gid(const std::string &root, const std::string &dev,
                              unsigned port, const std::string &netdev,
-                             GidChoice *out);
+                             GidChoice *out, const AddrRange *range = nullptr);
 
 /**
  * HCA spec as NCCL_IB_HCA: comma-separated entries, each a name prefix

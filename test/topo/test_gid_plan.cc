@@ -147,3 +147,35 @@ TEST(GidPlan, ExplicitIndexIsAppliedWhereTheLinkLayerIsUnknown) {
     EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
     EXPECT_EQ("", note_with(p, "link layer unknown"));
 }
+
+// P2P_IB_ADDR_RANGE in a plan: the GID in the range on each rail; a rail
+// with none keeps UCX's default, with a note; a malformed range is an
+// error; a number in P2P_IB_GID_INDEX wins over it.
+TEST(GidPlan, AddrRangePicksTheGidOnThatSubnet) {
+    TempDir d;
+    roce_pair(d, 3, 3);  // 10.0.0.1 / 10.0.0.2 at index 3
+    for (const char *dev : {"mlx5_0", "mlx5_1"}) {
+        topo_test::add_gid(d, dev, 1, 6, "0000:0000:0000:0000:0000:ffff:c0a8:0001", "RoCE v2",
+                           "eth1");  // 192.168.0.1
+    }
+    PlanInput in = two_rails(d);
+    EXPECT_EQ("3", setting(plan_ok(two_nics(), in), "UCX_IB_GID_INDEX"));
+    in.addr_range = "192.168.0.0/24";
+    RailPlan p = plan_ok(two_nics(), in);
+    EXPECT_EQ("6", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_NE(std::string::npos, p.gid.reason.find("(in 192.168.0.0/24)")) << p.gid.reason;
+
+    in.addr_range = "172.16.0.0/12";
+    p = plan_ok(two_nics(), in);
+    EXPECT_EQ("<unset>", setting(p, "UCX_IB_GID_INDEX"));
+    EXPECT_EQ("roce mlx5_0:1: no usable gid found in P2P_IB_ADDR_RANGE=172.16.0.0/12; UCX "
+              "keeps its default", note_with(p, "roce mlx5_0:1: no usable"));
+
+    in.gid_index = "4";
+    EXPECT_EQ("4", setting(plan_ok(two_nics(), in), "UCX_IB_GID_INDEX"));
+
+    in.gid_index = "auto";
+    in.addr_range = "192.168.0.0/33";
+    RailPlan bad;
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(two_nics(), in, &bad));
+}

@@ -176,3 +176,55 @@ TEST(Roce, SelectHcasListsMatchingDevices) {
     EXPECT_EQ(P2P_ERR_NO_DEVICE, roce_select_hcas(d.path(), "bnxt", &hcas));
     EXPECT_EQ(P2P_ERR_NO_DEVICE, roce_select_hcas(d.path() + "/none", "", &hcas));
 }
+
+// P2P_IB_ADDR_RANGE's syntax, as NCCL_IB_ADDR_RANGE: address/prefix.
+TEST(Roce, AddrRangeParsesIpv4AndIpv6AndRefusesTheRest) {
+    AddrRange r;
+    ASSERT_TRUE(addr_range_parse("10.0.0.0/16", &r));
+    EXPECT_EQ(112u, r.prefix);  // IPv4-mapped: 96 + 16
+    EXPECT_EQ("10.0.0.0/16", r.text);
+    EXPECT_TRUE(addr_range_contains(r, kV4));  // 10.0.1.5
+    EXPECT_FALSE(addr_range_contains(r, kV6));
+    EXPECT_FALSE(addr_range_contains(r, "0000:0000:0000:0000:0000:ffff:0a01:0105"));  // 10.1.1.5
+    ASSERT_TRUE(addr_range_parse("10.0.1.5/32", &r));
+    EXPECT_TRUE(addr_range_contains(r, kV4));
+    ASSERT_TRUE(addr_range_parse("0.0.0.0/0", &r));  // every IPv4 address, no IPv6
+    EXPECT_TRUE(addr_range_contains(r, kV4));
+    EXPECT_FALSE(addr_range_contains(r, kV6));
+    ASSERT_TRUE(addr_range_parse("2001:db8::/32", &r));
+    EXPECT_EQ(32u, r.prefix);
+    EXPECT_TRUE(addr_range_contains(r, kV6));
+    EXPECT_FALSE(addr_range_contains(r, kV4));
+    EXPECT_FALSE(addr_range_contains(r, kLL));
+    for (const char *bad : {"", "10.0.0.0", "10.0.0.0/", "10.0.0.0/33", "10.0.0/8",
+                            "2001:db8::/129", "host/8", "10.0.0.0/8x", "10.0.0.0/-1",
+                            "/8", "10.0.0.0/0008"}) {
+        EXPECT_FALSE(addr_range_parse(bad, &r)) << bad;
+    }
+    EXPECT_FALSE(addr_range_contains(r, "not a gid"));
+}
+
+// A bond with addresses on two subnets has two RoCE v2 IPv4 GIDs: auto
+// takes the lower index, a range takes the one in it; none in the range is
+// no GID.
+TEST(Roce, AddrRangeChoosesAmongSeveralIpv4Gids) {
+    TempDir d;
+    seed_pod(d);  // index 9: 10.0.1.5 on bond0
+    add_gid(d, "mlx5_bond_0", 1, 11, "0000:0000:0000:0000:0000:ffff:c0a8:0705", "RoCE v2",
+            "bond0");  // 192.168.7.5
+    GidChoice c;
+    ASSERT_EQ(P2P_OK, roce_detect_gid(d.path(), "mlx5_bond_0", 1, "", &c));
+    EXPECT_EQ(9, c.index);
+    AddrRange r;
+    ASSERT_TRUE(addr_range_parse("192.168.0.0/16", &r));
+    ASSERT_EQ(P2P_OK, roce_detect_gid(d.path(), "mlx5_bond_0", 1, "", &c, &r));
+    EXPECT_EQ(11, c.index);
+    EXPECT_NE(std::string::npos, c.reason.find("192.168.7.5 on bond0 (in 192.168.0.0/16)"))
+        << c.reason;
+    // An IPv6 range: the v2 IPv6 GID, though IPv4 ones exist.
+    ASSERT_TRUE(addr_range_parse("2001:db8::/32", &r));
+    ASSERT_EQ(P2P_OK, roce_detect_gid(d.path(), "mlx5_bond_0", 1, "", &c, &r));
+    EXPECT_EQ(3, c.index);
+    ASSERT_TRUE(addr_range_parse("172.16.0.0/12", &r));
+    EXPECT_EQ(P2P_ERR_NO_DEVICE, roce_detect_gid(d.path(), "mlx5_bond_0", 1, "", &c, &r));
+}

@@ -111,6 +111,7 @@ protected:
     ScopedEnv rails_{"P2P_RAILS", nullptr};
     ScopedEnv hca_{"P2P_HCA", nullptr};
     ScopedEnv gid_{"P2P_IB_GID_INDEX", nullptr};
+    ScopedEnv addr_range_{"P2P_IB_ADDR_RANGE", nullptr};
     ScopedEnv smddp_{"SMDATAPARALLEL_DEVICE_NAME", nullptr};
     ScopedEnv net_devices_{"UCX_NET_DEVICES", nullptr};
     ScopedEnv tls_{"UCX_TLS", nullptr};
@@ -134,6 +135,7 @@ const BadPlan kBadPlans[] = {
     {"P2P_RAILS", "mlx5_0:x", 0, 1},                  // malformed port
     {"P2P_RAILS", "nosuch0", 0, 1},                   // no such device
     {"P2P_IB_GID_INDEX", "abc", 0, 1},                // malformed
+    {"P2P_IB_ADDR_RANGE", "10.0.0.0", 0, 1},          // no prefix length
     {"SMDATAPARALLEL_DEVICE_NAME", "nosuch0", 0, 1},  // no such device
 };
 
