@@ -145,7 +145,6 @@ TEST_P(MpTest, LingeringEndpointsAreFlushedBeforeTheContextGoes3Ranks) {
     const std::string out = expect_pass(s, "linger-flush ok");
     EXPECT_EQ(1u, count(out, "r1] debug: comm 0: rank 0 said goodbye")) << out;
     EXPECT_EQ(0u, count(out, "failed:")) << out;
-    EXPECT_EQ(1u, count(out, "lingering endpoint(s) flushed in")) << out;
     EXPECT_EQ(0u, count(out, "not flushed")) << out;
     // A peer that never takes them in: the flush gives up after the peer
     // timeout (P2P_PEER_TIMEOUT_MS=2000 here), and its send fails.
