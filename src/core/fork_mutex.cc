@@ -9,20 +9,28 @@ namespace ucxp2p {
 
 struct ForkMutexHandlers {
     static std::atomic<ForkMutex *> all[ForkMutex::kMaxForkMutexes];
-    static std::atomic<unsigned> count;
-    static thread_local unsigned locked;  // how many this thread's prepare locked
+    /** Which slots this thread's prepare locked (one registered meanwhile
+     *  is neither locked nor unlocked). */
+    static thread_local unsigned locked;
 
     static void prepare() {
-        locked = count.load(std::memory_order_acquire);
-        for (unsigned i = 0; i < locked; ++i) all[i].load(std::memory_order_relaxed)->lock();
+        locked = 0;
+        for (unsigned i = 0; i < ForkMutex::kMaxForkMutexes; ++i) {
+            if (ForkMutex *m = all[i].load(std::memory_order_acquire)) {
+                m->lock();
+                locked |= 1u << i;
+            }
+        }
     }
     static void release() {
-        for (unsigned i = locked; i-- > 0;) all[i].load(std::memory_order_relaxed)->unlock();
+        for (unsigned i = ForkMutex::kMaxForkMutexes; i-- > 0;) {
+            if (locked & (1u << i)) all[i].load(std::memory_order_relaxed)->unlock();
+        }
     }
 };
 
+static_assert(ForkMutex::kMaxForkMutexes <= 32, "one bit per slot in an unsigned");
 std::atomic<ForkMutex *> ForkMutexHandlers::all[ForkMutex::kMaxForkMutexes];
-std::atomic<unsigned> ForkMutexHandlers::count{0};
 thread_local unsigned ForkMutexHandlers::locked = 0;
 
 ForkMutex::ForkMutex() {
@@ -32,20 +40,13 @@ ForkMutex::ForkMutex() {
                                                 ForkMutexHandlers::release,
                                                 ForkMutexHandlers::release) == 0;
     (void)handlers;
-    // Slot first, then the count: prepare reads only slots below count.
     static std::atomic<unsigned> next{0};
     const unsigned i = next.fetch_add(1, std::memory_order_relaxed);
     if (i >= kMaxForkMutexes) {
         std::fprintf(stderr, "ucxp2p: more than %u ForkMutex objects\n", kMaxForkMutexes);
         std::abort();
     }
-    ForkMutexHandlers::all[i].store(this, std::memory_order_relaxed);
-    unsigned expect = i;
-    // In order of their slots (a later one waits for the earlier ones).
-    while (!ForkMutexHandlers::count.compare_exchange_weak(expect, i + 1,
-                                                           std::memory_order_release)) {
-        expect = i;
-    }
+    ForkMutexHandlers::all[i].store(this, std::memory_order_release);
 }
 
 } // namespace ucxp2p

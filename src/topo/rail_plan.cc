@@ -194,10 +194,8 @@ void unknown_link_layer(const PlannedNic &p, unsigned long gid_override, bool gi
 
 /** Ports and RoCE GID from sysfs for the planned NICs. */
 void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
-                 RailPlan *plan) {
+                 const AddrRange *range, RailPlan *plan) {
     std::vector<RoceRail> roce;
-    AddrRange range;  // plan_rails checked it
-    const bool ranged = !in.addr_range.empty() && addr_range_parse(in.addr_range, &range);
     for (PlannedNic &p : plan->nics) {
         if (p.tcp) {
             continue;
@@ -240,11 +238,11 @@ void apply_sysfs(const PlanInput &in, unsigned long gid_override, bool gid_auto,
             continue;
         }
         RoceRail r{p.ucx_name(), GidChoice{}, true};
-        r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid,
-                                  ranged ? &range : nullptr) == P2P_OK;
+        r.found = roce_detect_gid(in.sysfs_root, p.nic.name, p.port, "", &r.gid, range) ==
+                  P2P_OK;
         roce.push_back(std::move(r));
     }
-    choose_gid(roce, ranged ? in.addr_range : std::string(), plan);
+    choose_gid(roce, range != nullptr ? range->text : std::string(), plan);
 }
 
 /** A device (and port) named twice -- "mlx5_0,mlx5_0:1", or two entries
@@ -528,7 +526,7 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
         return st;
     }
     if (!in.sysfs_root.empty()) {
-        apply_sysfs(in, gid_n, gid_auto, &plan);
+        apply_sysfs(in, gid_n, gid_auto, in.addr_range.empty() ? nullptr : &range, &plan);
     }
     if (user_nd == nullptr) {
         drop_repeated(&plan);
