@@ -303,10 +303,14 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (comm_p NULL; this
  * rank's address for the exchange larger than its P2P_BOOTSTRAP_MAX_MSG),
  * P2P_ERR_BOOTSTRAP,
- * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no free communicator id; with more than
- * one rank, also when another p2p_comm_create on this context, over another
- * bootstrap, took the id the ranks agreed on while this one ran), P2P_ERR_TIMEOUT,
+ * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no communicator id free on every rank;
+ * every rank of the job gets it together), P2P_ERR_TIMEOUT,
  * P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag layout).
+ * Creates over different bootstraps may run on one context at once, from
+ * different threads: each holds the ids it offers until its ranks chose
+ * one, so they never take the same id. One that finds no id free on every
+ * rank while another held some exchanges again, after a short random pause,
+ * until the ids come free; past P2P_BOOTSTRAP_TIMEOUT_MS of that, BUSY.
  */
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
                              p2p_comm_h *comm_p);

@@ -1,4 +1,5 @@
 #include "core/comm.h"
+#include "core/comm_wireup.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "wireup/bootstrap.h"
@@ -8,30 +9,6 @@
 #include <thread>
 
 namespace ucxp2p {
-
-namespace {
-
-constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 4;  // 4: the ids' generations
-
-struct BlobHeader {
-    uint32_t magic;
-    uint32_t version;
-    Context::CommIdSet free_ids;
-    Context::CommIdGens id_gens;  // each id's last generation on this rank
-    cma::Identity host;
-    uint32_t addr_len;
-};
-
-/** The lowest id free in ids, or -1. */
-int lowest_id(const Context::CommIdSet &ids) {
-    for (int i = 0; i < Context::kMaxComms; ++i) {
-        if (ids[i / 8] & (1u << (i % 8))) return i;
-    }
-    return -1;
-}
-
-} // namespace
 
 void orphan_done(Op *op, void *request) {
     ucp_request_free(request);
@@ -117,95 +94,22 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         return P2P_ERR_UNSUPPORTED;
     }
 
-    const UcpAddress &addr = ctx->address();
-    BlobHeader h;
-    h.magic = kBlobMagic;
-    h.version = kBlobVersion;
-    h.free_ids = ctx->free_comm_ids(&h.id_gens);
-    h.host = cma::local_identity();
-    if (ctx->ucx_cuda() && h.host.enabled) {
+    cma::Identity host = cma::local_identity();
+    if (ctx->ucx_cuda() && host.enabled) {
         // Single copy reads and writes with the CPU; a receive or send
         // buffer may be device memory that only UCX can move. Off on both
         // sides: the peers see enabled == 0.
         P2P_LOG(P2P_LOG_INFO, "comm: single copy off: UCX moves CUDA memory here");
-        h.host.enabled = 0;
+        host.enabled = 0;
     }
-    h.addr_len = static_cast<uint32_t>(addr.length());
-    std::vector<uint8_t> mine(sizeof(h) + addr.length());
-    std::memcpy(mine.data(), &h, sizeof(h));
-    std::memcpy(mine.data() + sizeof(h), addr.get(), addr.length());
-
-    std::vector<std::vector<uint8_t>> all;
-    int64_t t0 = now_ns();
-    p2p_status_t st = bs.allgather(mine, &all);
-    if (st != P2P_OK) {
-        P2P_LOG(P2P_LOG_ERROR, "comm: address exchange failed: %s",
-                p2p_status_string(st));
-        return st;
-    }
-    if (all.size() != c->size_) {
-        P2P_LOG(P2P_LOG_ERROR, "comm: allgather returned %zu blobs for %u ranks",
-                all.size(), c->size_);
-        return P2P_ERR_BOOTSTRAP;
-    }
-    Context::CommIdSet common;
-    common.fill(0xff);
-    std::vector<BlobHeader> heads(c->size_);
-    std::vector<cma::Identity> hosts(c->size_);
-    c->addrs_.resize(c->size_);
-    for (uint32_t r = 0; r < c->size_; ++r) {
-        BlobHeader rh;
-        if (all[r].size() < sizeof(rh)) {
-            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a short blob", r);
-            return P2P_ERR_BOOTSTRAP;
-        }
-        std::memcpy(&rh, all[r].data(), sizeof(rh));
-        if (rh.magic == kBlobMagic && rh.version != kBlobVersion) {
-            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u speaks wire version %u, this rank %u: "
-                    "every rank must run the same ucxp2p (this one is %s)", r, rh.version,
-                    kBlobVersion, p2p_version());
-            return P2P_ERR_BOOTSTRAP;
-        }
-        if (rh.magic != kBlobMagic || all[r].size() != sizeof(rh) + rh.addr_len) {
-            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u sent a malformed blob (%zu bytes)", r,
-                    all[r].size());
-            return P2P_ERR_BOOTSTRAP;
-        }
-        for (size_t i = 0; i < common.size(); ++i) {
-            common[i] &= rh.free_ids[i];
-        }
-        heads[r] = rh;
-        c->addrs_[r].assign(all[r].begin() + sizeof(rh), all[r].end());
-        hosts[r] = rh.host;
-    }
-    int id = lowest_id(common);
-    // A generation no rank used last for this id: what the previous
-    // communicator with it left behind never matches this one's tags.
-    uint32_t gen = 0;
-    if (id >= 0) {
-        std::vector<uint8_t> lasts(c->size_);
-        for (uint32_t r = 0; r < c->size_; ++r) lasts[r] = heads[r].id_gens[id];
-        gen = next_comm_gen(lasts.data(), lasts.size());
-    }
-    bool claimed = id >= 0 && ctx->claim_comm_id(static_cast<unsigned>(id),
-                                                 static_cast<uint8_t>(gen));
-    // A job of one rank agrees with nobody: when another create on this
-    // context (over another bootstrap) claimed the id after our snapshot,
-    // choose again from a fresh one. With more ranks the others keep the
-    // id they claimed: P2P_ERR_BUSY (see p2p_comm_create).
-    for (int k = 0; !claimed && c->size_ == 1 && k < Context::kMaxComms; ++k) {
-        Context::CommIdGens gens;
-        id = lowest_id(ctx->free_comm_ids(&gens));
-        if (id < 0) break;
-        gen = next_comm_gen(&gens[id], 1);
-        claimed = ctx->claim_comm_id(static_cast<unsigned>(id), static_cast<uint8_t>(gen));
-    }
-    if (!claimed) {
-        P2P_LOG(P2P_LOG_ERROR, "comm: no communicator id free on every rank "
-                "(at most %d alive; create them in the same order everywhere, "
-                "one at a time per context)", Context::kMaxComms);
-        return P2P_ERR_BUSY;
-    }
+    const int64_t t0 = now_ns();
+    Wireup w;
+    p2p_status_t st = comm_wireup(*ctx, bs, c->rank_, c->size_, host, &w);
+    if (st != P2P_OK) return st;
+    const std::vector<cma::Identity> &hosts = w.hosts;
+    c->addrs_ = std::move(w.addrs);
+    const unsigned id = w.id;
+    const uint32_t gen = w.gen;
     c->id_ = static_cast<uint32_t>(id);
     c->gen_ = gen;
     c->tag_base_ = comm_tag_base(c->id_, gen);
@@ -268,8 +172,9 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
             raw->peers_[r].peer_closed = true;  // kClosingMagic: see ~Comm
         }
     });
-    P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms", c->id_,
-            c->rank_, c->size_, (now_ns() - t0) / 1e6);
+    P2P_LOG(P2P_LOG_INFO, "comm %u: rank %u of %u ready in %.3f ms (%u exchange%s)",
+            c->id_, c->rank_, c->size_, (now_ns() - t0) / 1e6, w.rounds,
+            w.rounds == 1 ? "" : "s");
     *out = std::move(c);
     return P2P_OK;
 }

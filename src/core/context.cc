@@ -305,15 +305,35 @@ Context::CommIdSet Context::free_comm_ids(CommIdGens *gens) {
     return f;
 }
 
-bool Context::claim_comm_id(unsigned id, uint8_t gen) {
+Context::CommIdSet Context::reserve_comm_ids(CommIdGens *gens, bool *contended) {
     std::lock_guard<std::mutex> lock(ids_mu_);
-    uint8_t bit = static_cast<uint8_t>(1u << (id % 8));
-    if (id >= kMaxComms || (used_ids_[id / 8] & bit)) {
-        return false;
+    *gens = id_gens_;
+    *contended = false;
+    CommIdSet f;
+    for (size_t i = 0; i < f.size(); ++i) {
+        *contended = *contended || reserved_ids_[i] != 0;
+        f[i] = static_cast<uint8_t>(~(used_ids_[i] | reserved_ids_[i]));
+        reserved_ids_[i] |= f[i];
     }
-    used_ids_[id / 8] |= bit;
-    id_gens_[id] = gen;
-    return true;
+    return f;
+}
+
+void Context::claim_reserved_id(unsigned id, uint8_t gen, const CommIdSet &held) {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    for (size_t i = 0; i < held.size(); ++i) {
+        reserved_ids_[i] &= static_cast<uint8_t>(~held[i]);
+    }
+    if (id < kMaxComms) {
+        used_ids_[id / 8] |= static_cast<uint8_t>(1u << (id % 8));
+        id_gens_[id] = gen;
+    }
+}
+
+void Context::unreserve_comm_ids(const CommIdSet &held) {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    for (size_t i = 0; i < held.size(); ++i) {
+        reserved_ids_[i] &= static_cast<uint8_t>(~held[i]);
+    }
 }
 
 void Context::release_comm_id(unsigned id) {

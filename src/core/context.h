@@ -72,8 +72,15 @@ public:
     /** Communicator ids not in use here (bit i set: id i free), and the
      *  generation each id had last here (0 if never used). */
     CommIdSet free_comm_ids(CommIdGens *gens);
-    /** Take id (false if in use) for generation gen. */
-    bool claim_comm_id(unsigned id, uint8_t gen);
+    /** Reserve for the caller every id neither in use nor reserved by
+     *  another caller (core/comm_wireup.h); returns them, with each id's
+     *  last generation. *contended: another caller held reservations. */
+    CommIdSet reserve_comm_ids(CommIdGens *gens, bool *contended);
+    /** Take id, which held (the caller's reservation) must include, for
+     *  generation gen, and drop the rest of held. */
+    void claim_reserved_id(unsigned id, uint8_t gen, const CommIdSet &held);
+    /** Drop a reservation. */
+    void unreserve_comm_ids(const CommIdSet &held);
     void release_comm_id(unsigned id);
 
     /** Work to run after a progress call, under the worker lock (e.g. a
@@ -235,6 +242,7 @@ private:
 
     std::mutex ids_mu_;
     CommIdSet used_ids_{};
+    CommIdSet reserved_ids_{};  // by creates exchanging now (ids_mu_)
     CommIdGens id_gens_{};
     std::vector<std::pair<const void *, std::function<void()>>> hooks_;
     std::array<NoteHandler, kMaxComms> notes_;     // worker lock

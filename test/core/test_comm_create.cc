@@ -7,12 +7,16 @@
  * the exchange brings back: a missing, short, foreign, other-version or
  * mis-sized blob (a rank running another ucxp2p, or a broken bootstrap)
  * fails with P2P_ERR_BOOTSTRAP, and claims no communicator id. Two
- * single-rank creates on one context at once both get an id.
+ * single-rank creates on one context at once both get an id. Creates of
+ * two-rank jobs whose ranks share contexts (core/comm_wireup.h): run at
+ * once they agree on every rank; ids another create holds are waited for,
+ * up to P2P_BOOTSTRAP_TIMEOUT_MS, then every rank gets P2P_ERR_BUSY.
  */
 #include "core/comm.h"
 #include "core/context.h"
 #include "wireup/bootstrap.h"
 #include "core_util.h"
+#include "../scoped_env.h"
 
 #include <gtest/gtest.h>
 
@@ -58,8 +62,11 @@ public:
     int exchanges = 0;
 };
 
-/** Where two exchanges meet: each waits (at most 10 s) for the other. */
+/** Where `parties` exchanges meet: each waits (at most 10 s) for the
+ *  others. */
 struct Meeting {
+    explicit Meeting(int n = 2) : parties(n) {}
+    const int parties;
     std::mutex mu;
     std::condition_variable cv;
     int arrived = 0;
@@ -67,7 +74,7 @@ struct Meeting {
         std::unique_lock<std::mutex> lock(mu);
         ++arrived;
         cv.notify_all();
-        cv.wait_for(lock, std::chrono::seconds(10), [this] { return arrived >= 2; });
+        cv.wait_for(lock, std::chrono::seconds(10), [this] { return arrived >= parties; });
     }
 };
 
@@ -85,6 +92,17 @@ public:
 
 private:
     Meeting *m_;
+};
+
+/** A job of one rank. */
+class SoloJob : public FakeJob {
+public:
+    SoloJob() : FakeJob(1, 0) {}
+    p2p_status_t allgather(const std::vector<uint8_t> &mine,
+                           std::vector<std::vector<uint8_t>> *all) override {
+        all->assign(1, mine);
+        return P2P_OK;
+    }
 };
 
 class CommCreate : public ::testing::Test {
@@ -193,4 +211,197 @@ TEST_F(CommCreate, ConcurrentSingleRankCreatesOnOneContextBothGetAnId) {
     ASSERT_EQ(P2P_OK, sa);
     ASSERT_EQ(P2P_OK, sb);
     EXPECT_NE(ca->id(), cb->id());
+}
+
+namespace {
+
+/** The exchange of a two-rank job whose ranks are threads of this process. */
+struct PairExchange {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint8_t> blobs[2];
+    std::vector<std::vector<uint8_t>> done;  // the last round's result
+    uint64_t rounds = 0;
+    int in = 0;
+    p2p_status_t swap(uint32_t rank, const std::vector<uint8_t> &mine,
+                      std::vector<std::vector<uint8_t>> *all) {
+        std::unique_lock<std::mutex> lock(mu);
+        const uint64_t round = rounds;
+        blobs[rank] = mine;
+        if (++in == 2) {
+            done = {blobs[0], blobs[1]};
+            in = 0;
+            ++rounds;
+            cv.notify_all();
+        } else if (!cv.wait_for(lock, std::chrono::seconds(10),
+                                [&] { return rounds != round; })) {
+            return P2P_ERR_TIMEOUT;
+        }
+        *all = done;  // the next round cannot end before this rank joins it
+        return P2P_OK;
+    }
+};
+
+/** Rank `rank` of a two-rank job exchanging through ex; its first
+ *  exchange meets the other three creates of the round first. */
+class PairRank : public FakeJob {
+public:
+    PairRank(PairExchange *ex, uint32_t rank, Meeting *start)
+        : FakeJob(2, rank), ex_(ex), start_(start) {}
+    p2p_status_t allgather(const std::vector<uint8_t> &mine,
+                           std::vector<std::vector<uint8_t>> *all) override {
+        if (exchanges++ == 0 && start_ != nullptr) start_->meet();
+        return ex_->swap(rank(), mine, all);
+    }
+    int exchanges = 0;
+
+private:
+    PairExchange *ex_;
+    Meeting *start_;
+};
+
+/** Both ranks of one two-rank job, each on its context (ctx[rank]). */
+struct PairRun {
+    p2p_status_t st[2] = {P2P_ERR_TRANSPORT, P2P_ERR_TRANSPORT};
+    std::unique_ptr<Comm> comm[2];
+    int exchanges[2] = {0, 0};
+    double seconds = 0;
+};
+
+PairRun create_pair(std::shared_ptr<Context> ctx[2]) {
+    PairRun run;
+    PairExchange ex;
+    PairRank r0(&ex, 0, nullptr), r1(&ex, 1, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread other([&] { run.st[1] = Comm::create(ctx[1], 1, r1, &run.comm[1]); });
+    run.st[0] = Comm::create(ctx[0], 1, r0, &run.comm[0]);
+    other.join();
+    run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run.exchanges[0] = r0.exchanges;
+    run.exchanges[1] = r1.exchanges;
+    return run;
+}
+
+class CommCreateRace : public ::testing::Test {
+protected:
+    void SetUp() override {
+        for (auto &c : ctx_) {
+            std::unique_ptr<Context> u;
+            coretest::self_context(&u);
+            c = std::move(u);
+        }
+    }
+    std::shared_ptr<Context> ctx_[2];
+};
+
+} // namespace
+
+// Two jobs of two ranks each, whose ranks share two contexts (ranks 0 on
+// one, ranks 1 on the other), create their communicators at the same time:
+// four threads, every snapshot of the free ids taken before any id is
+// chosen. Both jobs saw the same lowest id free; before ids were reserved
+// for the exchange, whichever create claimed it first on a context won
+// there, so a job could get its id on one rank and P2P_ERR_BUSY on the
+// other. Now every create succeeds on both ranks with one id per job.
+TEST_F(CommCreateRace, ConcurrentCreatesOfTwoJobsAgreeOnEveryRank) {
+    int retried = 0;
+    for (int round = 0; round < 100; ++round) {
+        Meeting start(4);  // every snapshot before any choice
+        PairExchange ex[2];
+        std::unique_ptr<PairRank> bs[2][2];
+        std::unique_ptr<Comm> comm[2][2];
+        p2p_status_t st[2][2];
+        std::vector<std::thread> threads;
+        for (int j = 0; j < 2; ++j) {
+            for (uint32_t r = 0; r < 2; ++r) {
+                bs[j][r].reset(new PairRank(&ex[j], r, &start));
+                st[j][r] = P2P_ERR_TRANSPORT;
+                threads.emplace_back([&, j, r] {
+                    st[j][r] = Comm::create(ctx_[r], 1, *bs[j][r], &comm[j][r]);
+                });
+            }
+        }
+        for (auto &t : threads) t.join();
+        for (int j = 0; j < 2; ++j) {
+            for (uint32_t r = 0; r < 2; ++r) {
+                ASSERT_EQ(P2P_OK, st[j][r]) << "round " << round << ": job " << j
+                                            << " rank " << r << ": " << p2p_status_string(st[j][r]);
+            }
+            EXPECT_EQ(comm[j][0]->id(), comm[j][1]->id()) << "round " << round;
+            retried += bs[j][0]->exchanges > 1 ? 1 : 0;
+        }
+        EXPECT_NE(comm[0][0]->id(), comm[1][0]->id()) << "round " << round;
+    }
+    // Every round meets all four snapshots first: one job at least waits
+    // for the other's ids in each.
+    EXPECT_GE(retried, 100);
+}
+
+// A create on rank 0's context holds every id it could offer (as one
+// whose exchange waits for late ranks would): the job exchanges again,
+// with pauses, until P2P_BOOTSTRAP_TIMEOUT_MS passed on a rank, then both
+// ranks fail with P2P_ERR_BUSY in the same exchange. Once the ids come
+// free, the next create takes one in one exchange.
+TEST_F(CommCreateRace, IdsHeldPastTheBootstrapTimeoutAreBusyOnEveryRank) {
+    p2ptest::ScopedEnv timeout("P2P_BOOTSTRAP_TIMEOUT_MS", "300");
+    Context::CommIdGens gens;
+    bool contended = true;
+    const Context::CommIdSet held = ctx_[0]->reserve_comm_ids(&gens, &contended);
+    EXPECT_FALSE(contended);
+    PairRun busy = create_pair(ctx_);
+    EXPECT_EQ(P2P_ERR_BUSY, busy.st[0]) << p2p_status_string(busy.st[0]);
+    EXPECT_EQ(P2P_ERR_BUSY, busy.st[1]) << p2p_status_string(busy.st[1]);
+    EXPECT_EQ(nullptr, busy.comm[0]);
+    EXPECT_EQ(nullptr, busy.comm[1]);
+    EXPECT_GT(busy.exchanges[0], 2);
+    EXPECT_EQ(busy.exchanges[0], busy.exchanges[1]);
+    EXPECT_GE(busy.seconds, 0.3);
+    EXPECT_LT(busy.seconds, 10.0);
+    // The failed job left no reservation behind on rank 1.
+    const Context::CommIdSet again = ctx_[1]->reserve_comm_ids(&gens, &contended);
+    EXPECT_FALSE(contended) << "a failed create kept its reservation";
+    ctx_[1]->unreserve_comm_ids(again);
+
+    ctx_[0]->unreserve_comm_ids(held);
+    PairRun fine = create_pair(ctx_);
+    ASSERT_EQ(P2P_OK, fine.st[0]) << p2p_status_string(fine.st[0]);
+    ASSERT_EQ(P2P_OK, fine.st[1]) << p2p_status_string(fine.st[1]);
+    EXPECT_EQ(fine.comm[0]->id(), fine.comm[1]->id());
+    EXPECT_EQ(1, fine.exchanges[0]);
+}
+
+// Ids held only for a while: the job waits for them and gets one, on both
+// ranks, well before the timeout.
+TEST_F(CommCreateRace, IdsHeldForAWhileAreWaitedFor) {
+    Context::CommIdGens gens;
+    bool contended = false;
+    const Context::CommIdSet held = ctx_[1]->reserve_comm_ids(&gens, &contended);
+    std::thread release([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ctx_[1]->unreserve_comm_ids(held);
+    });
+    PairRun run = create_pair(ctx_);
+    release.join();
+    ASSERT_EQ(P2P_OK, run.st[0]) << p2p_status_string(run.st[0]);
+    ASSERT_EQ(P2P_OK, run.st[1]) << p2p_status_string(run.st[1]);
+    EXPECT_EQ(run.comm[0]->id(), run.comm[1]->id());
+    EXPECT_GT(run.exchanges[0], 1);
+    EXPECT_GE(run.seconds, 0.1);
+}
+
+// Every id in use on one rank and no create holding any: P2P_ERR_BUSY at
+// once, in one exchange, on both ranks (nothing to wait for).
+TEST_F(CommCreateRace, NoIdFreeAndNoneHeldIsBusyAtOnce) {
+    std::vector<std::unique_ptr<Comm>> all;
+    for (int i = 0; i < Context::kMaxComms; ++i) {
+        SoloJob one;
+        std::unique_ptr<Comm> c;
+        ASSERT_EQ(P2P_OK, Comm::create(ctx_[0], 1, one, &c)) << i;
+        all.push_back(std::move(c));
+    }
+    PairRun run = create_pair(ctx_);
+    EXPECT_EQ(P2P_ERR_BUSY, run.st[0]);
+    EXPECT_EQ(P2P_ERR_BUSY, run.st[1]);
+    EXPECT_EQ(1, run.exchanges[0]);
+    EXPECT_EQ(1, run.exchanges[1]);
 }
