@@ -199,7 +199,18 @@ bool process_gone(uint32_t pid) {
     std::fclose(f);
     buf[n] = '\0';
     const char *paren = std::strrchr(buf, ')');  // the name may hold anything
-    return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+    if (paren == nullptr || paren[1] != ' ' || (paren[2] != 'Z' && paren[2] != 'X')) {
+        return false;
+    }
+    // A zombie leader whose other threads run on (it called pthread_exit)
+    // is alive: num_threads (field 20; the state is field 3) counts it and
+    // them, and drops to 1 once they all ended.
+    const char *p = paren + 2;
+    for (int field = 3; field < 20 && p != nullptr; ++field) {
+        p = std::strchr(p, ' ');
+        if (p != nullptr) ++p;
+    }
+    return p == nullptr || std::strtol(p, nullptr, 10) <= 1;
 }
 
 bool same_pid_space(const Identity &mine, const Identity &theirs) {

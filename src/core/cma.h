@@ -81,7 +81,9 @@ struct Identity {
 Identity local_identity();
 
 /** Process pid of our pid namespace is gone, or a zombie nobody reaped
- *  yet (pid 0: never). What the liveness checks of same-host peers ask. */
+ *  yet whose threads all ended (pid 0: never). A zombie main thread whose
+ *  other threads run on (it called pthread_exit) is alive. What the
+ *  liveness checks of same-host peers ask. */
 bool process_gone(uint32_t pid);
 
 /** Same host, same pid namespace, both enabled. */
