@@ -307,7 +307,7 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * every rank of the job gets it together), P2P_ERR_TIMEOUT,
  * P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag layout).
  * Creates over different bootstraps may run on one context at once, from
- * different threads: each holds the ids it offers until its ranks chose
+ * different threads (P2P_THREAD_MULTI): each holds the ids it offers until its ranks chose
  * one, so they never take the same id. One that finds no id free on every
  * rank while another held some exchanges again, after a short random pause,
  * until the ids come free; past P2P_BOOTSTRAP_TIMEOUT_MS of that, BUSY.

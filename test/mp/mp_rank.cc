@@ -169,6 +169,7 @@ int main(int argc, char **argv) {
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
         {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},
+        {"comm-race", mp::run_comm_race},
         {"cma-map-free", mp::run_cma_map_free}, {"cma-forked", mp::run_cma_forked}};
     if (argc >= 2) {
         for (const Entry &e : kScenarios) {

@@ -79,6 +79,20 @@ TEST_P(MpTest, CommChurn3Ranks) {
     expect_pass(s, "comm-churn ok");
 }
 
+// Two communicators created at once on one context, from two threads
+// over two bootstraps of the job (core/comm_wireup.h), 15 rounds: every
+// rank gets both, each with one id on all ranks (a ring exchange over
+// each delivers), the two ids apart. Before ids were reserved for the
+// exchange, a create could get its id on one rank and P2P_ERR_BUSY on
+// another.
+TEST_P(MpTest, ConcurrentCreatesOverTwoBootstraps3Ranks) {
+    if (is_serialized(GetParam())) GTEST_SKIP() << "concurrent calls: P2P_THREAD_MULTI only";
+    RunSpec s;
+    s.ranks = 3;
+    s.args = {"comm-race", "15"};
+    expect_pass(s, "comm-race ok");
+}
+
 // The close handshake (core/context.h, Context::Lingering) under keepalive
 // rounds every 10 ms: without it, a keepalive naming an endpoint a rank
 // closed already crashed UCX 1.13's uct_tcp in 6 of 10 such runs
