@@ -174,7 +174,14 @@ p2p_status_t comm_wireup(Context &ctx, Bootstrap &bs, uint32_t rank, uint32_t si
             held.claim(out->id, static_cast<uint8_t>(out->gen));
             return P2P_OK;
         }
-        if ((flags & kIdsContended) == 0 || (flags & kOutOfTime) != 0) break;
+        if ((flags & kIdsContended) == 0) break;
+        if ((flags & kOutOfTime) != 0) {
+            P2P_LOG(P2P_LOG_ERROR, "comm: rank %u: no communicator id free on every rank "
+                    "after %u exchanges: other creates on a rank's context held them "
+                    "for P2P_BOOTSTRAP_TIMEOUT_MS (%llu ms)", rank, round + 1,
+                    static_cast<unsigned long long>(timeout_ms));
+            return P2P_ERR_BUSY;
+        }
         P2P_LOG(P2P_LOG_DEBUG, "comm: rank %u: no id free on every rank while other "
                 "creates hold some; exchanging again (round %u)", rank, round + 2);
         held.drop();  // before the pause: the others may take them now
