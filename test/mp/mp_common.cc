@@ -483,4 +483,23 @@ void create_file(const std::string &path) {
     std::fclose(f);
 }
 
+void write_pid_file(const std::string &path) {
+    const std::string tmp = path + ".tmp";
+    FILE *f = std::fopen(tmp.c_str(), "w");
+    MP_CHECK(f != nullptr, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
+    std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+    MP_CHECK(std::fclose(f) == 0 && std::rename(tmp.c_str(), path.c_str()) == 0,
+             "cannot write %s: %s", path.c_str(), std::strerror(errno));
+}
+
+pid_t read_pid_file(const std::string &path) {
+    FILE *f = std::fopen(path.c_str(), "r");
+    MP_CHECK(f != nullptr, "cannot open %s: %s", path.c_str(), std::strerror(errno));
+    int pid = 0;
+    const int n = std::fscanf(f, "%d", &pid);
+    std::fclose(f);
+    MP_CHECK(n == 1 && pid > 0, "%s holds no pid", path.c_str());
+    return static_cast<pid_t>(pid);
+}
+
 } // namespace mp

@@ -221,6 +221,10 @@ void wait_for_file(const std::string &path, p2p_context_h ctx);
 
 /** Create the (empty) file path: tells a rank waiting in wait_for_file. */
 void create_file(const std::string &path);
+/** Create path holding this process's pid (complete once it exists). */
+void write_pid_file(const std::string &path);
+/** The pid write_pid_file put in path. */
+pid_t read_pid_file(const std::string &path);
 
 } // namespace mp
 

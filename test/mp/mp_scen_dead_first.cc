@@ -38,21 +38,6 @@ namespace mp {
 
 namespace {
 
-/** The pid rank 1 wrote to path, waiting up to 30 s for it (stay_busy
- *  meanwhile). */
-pid_t read_pid(const char *path, p2p_context_h ctx) {
-    const Clock::time_point t0 = Clock::now();
-    for (;;) {
-        FILE *f = std::fopen(path, "r");
-        long pid = 0;
-        const bool got = f != nullptr && std::fscanf(f, "%ld", &pid) == 1 && pid > 0;
-        if (f != nullptr) std::fclose(f);
-        if (got) return static_cast<pid_t>(pid);
-        MP_CHECK(seconds_since(t0) < 30, "no pid in %s", path);
-        stay_busy(ctx);
-    }
-}
-
 /** Wait until p2prun has reaped pid (every thread gone, its descriptors
  *  closed: a zombie leader may still have threads holding its sockets),
  *  stay_busy meanwhile. */
@@ -93,15 +78,13 @@ void run_dead_first(int argc, char **argv) {
                                 ctx_of(i)));
         }
         collect(r.comm(), sends, 30);
-        FILE *f = std::fopen(pid_file, "w");
-        MP_CHECK(f != nullptr, "cannot write %s", pid_file);
-        std::fprintf(f, "%d\n", static_cast<int>(getpid()));
-        std::fclose(f);
+        write_pid_file(pid_file);
         say("dying now");
         die_now(r.comm(), 50);
     }
     p2p_context_h busy = unprogressed ? r.ctx() : nullptr;
-    wait_gone(read_pid(pid_file, busy), busy);
+    wait_for_file(pid_file, busy);
+    wait_gone(read_pid_file(pid_file), busy);
     say("rank 1 is gone: receiving what it sent");
     // One single post and one batch of one (the two posting paths).
     MP_OK(p2p_comm_recv(r.comm(), 1, recvs[0].tid, buf.data() + recvs[0].off, recvs[0].len,

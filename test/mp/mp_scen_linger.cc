@@ -13,29 +13,30 @@
  *       rank 1's process gone) and is closed. Rank 0 must not crash or hang.
  *   linger-flush  (3 ranks, same host, single copy on) what a rank sent
  *       on an endpoint that lingers must reach the peer before the
- *       context goes. Rank 1 runs serialized and keeps its worker still
- *       (stay_busy) after posting a single-copy send to rank 0 and the
- *       receives of rank 2's many small messages; rank 2 sends those until
- *       rank 1's shared-memory FIFO is full. Rank 0 then receives rank
- *       1's message: its single-copy answer (which completes rank 1's
- *       send) and later its goodbye wait in UCX behind the full FIFO. Rank
- *       0 destroys its communicator (the endpoint lingers), tells rank 1
- *       to progress again, and destroys its context at once. Rank 1's send
- *       must complete OK, and rank 0 must leave as a rank that said
- *       goodbye, not as a failure. Before, the context closed the
+ *       context goes. Rank 1 posts a single-copy send to rank 0 and the
+ *       receives of rank 2's many small messages, then stops itself
+ *       (SIGSTOP: nothing of it progresses, whatever the load); rank 2
+ *       sends those until rank 1's shared-memory FIFO is full. Rank 0 then
+ *       receives rank 1's message: its single-copy answer (which completes
+ *       rank 1's send) and later its goodbye wait in UCX behind the full
+ *       FIFO. Rank 0 destroys its communicator (the endpoint lingers),
+ *       resumes rank 1 (SIGCONT), and destroys its context at once. Rank
+ *       1's send must complete OK, and rank 0 must leave as a rank that
+ *       said goodbye, not as a failure. Before, the context closed the
  *       lingering endpoint by force at once, dropping both: rank 1's send
  *       failed with P2P_ERR_PEER_FAILURE once it found rank 0's process
  *       gone (MpTest.Soak3Ranks/shm_serialized, about 1 run in 17 under
- *       load). The files the ranks signal through go in P2P_MP_DIR.
- *   linger-flush stuck  the same, but rank 1 keeps its worker still until
- *       rank 0's context is gone: rank 0's flush gives up after
- *       P2P_PEER_TIMEOUT_MS (and says so), and rank 1's send completes
- *       with P2P_ERR_PEER_FAILURE.
+ *       load). The ranks signal through files in P2P_MP_DIR.
+ *   linger-flush stuck  the same, but rank 0 resumes rank 1 only once its
+ *       context is gone: rank 0's flush gives up after P2P_PEER_TIMEOUT_MS
+ *       (and says so), and rank 1's send completes with
+ *       P2P_ERR_PEER_FAILURE.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -111,10 +112,8 @@ void run_linger_flush(int argc, char **argv) {
     serialize_victim(1);  // rank 1: only its own calls progress its worker
     const char *dir = std::getenv("P2P_MP_DIR");
     MP_CHECK(dir != nullptr && *dir != '\0', "linger-flush needs P2P_MP_DIR");
-    const std::string ready = std::string(dir) + "/ready";
+    const std::string ready = std::string(dir) + "/ready";  // holds rank 1's pid
     const std::string full = std::string(dir) + "/full";
-    const std::string closing = std::string(dir) + "/closing";
-    const std::string gone = std::string(dir) + "/gone";
     Rank r;
     set_identity(static_cast<int>(r.rank()), "linger-flush");
     MP_CHECK(r.size() == 3, "linger-flush runs on 3 ranks");
@@ -154,33 +153,38 @@ void run_linger_flush(int argc, char **argv) {
         std::vector<Xfer> ops = fillers;
         ops.push_back(big);
         post(ops);
-        create_file(ready);
-        // The worker stays still until then.
-        wait_for_file(stuck ? gone : closing, r.ctx());
+        write_pid_file(ready);
+        raise(SIGSTOP);  // until rank 0 resumes it
         collect(r.comm(), ops, 30, stuck ? check_big_send_failed : check_ok);
         check(ops);
     } else if (r.rank() == 2) {
         wait_for_file(ready, nullptr);
+        wait_stopped(read_pid_file(ready));
         post(fillers);
         // Some must stay in flight: rank 1's FIFO is full.
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         size_t in_flight = 0;
         MP_OK(p2p_comm_pending(r.comm(), P2P_QUEUE_SEND, &in_flight));
-        MP_CHECK(in_flight > 0, "all %u sends to a rank that does not progress completed: "
+        MP_CHECK(in_flight > 0, "all %u sends to a stopped rank completed: "
                  "its FIFO never filled", kFillers);
         create_file(full);
         collect(r.comm(), fillers, 30);
     } else {
         wait_for_file(full, nullptr);
+        const pid_t one = read_pid_file(ready);
         post({big});
         collect(r.comm(), {big}, 30);
         check({big});
         r.destroy_comm();
-        create_file(closing);
+        if (!stuck) MP_CHECK(kill(one, SIGCONT) == 0, "cannot resume rank 1");
+        buf.release();
+        r.finish();
+        if (stuck) MP_CHECK(kill(one, SIGCONT) == 0, "cannot resume rank 1");
+        say("linger-flush ok");
+        return;
     }
     buf.release();
     r.finish();
-    if (r.rank() == 0) create_file(gone);
     say("linger-flush ok");
 }
 
