@@ -318,11 +318,15 @@ Context::CommIdSet Context::reserve_comm_ids(CommIdGens *gens, bool *contended) 
     return f;
 }
 
-void Context::claim_reserved_id(unsigned id, uint8_t gen, const CommIdSet &held) {
-    std::lock_guard<std::mutex> lock(ids_mu_);
+void Context::unreserve_locked(const CommIdSet &held) {
     for (size_t i = 0; i < held.size(); ++i) {
         reserved_ids_[i] &= static_cast<uint8_t>(~held[i]);
     }
+}
+
+void Context::claim_reserved_id(unsigned id, uint8_t gen, const CommIdSet &held) {
+    std::lock_guard<std::mutex> lock(ids_mu_);
+    unreserve_locked(held);
     if (id < kMaxComms) {
         used_ids_[id / 8] |= static_cast<uint8_t>(1u << (id % 8));
         id_gens_[id] = gen;
@@ -331,9 +335,7 @@ void Context::claim_reserved_id(unsigned id, uint8_t gen, const CommIdSet &held)
 
 void Context::unreserve_comm_ids(const CommIdSet &held) {
     std::lock_guard<std::mutex> lock(ids_mu_);
-    for (size_t i = 0; i < held.size(); ++i) {
-        reserved_ids_[i] &= static_cast<uint8_t>(~held[i]);
-    }
+    unreserve_locked(held);
 }
 
 void Context::release_comm_id(unsigned id) {

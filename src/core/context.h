@@ -240,6 +240,8 @@ private:
     Mutex worker_mu_;
     std::unique_ptr<Progress> progress_;
 
+    /** Drop held from reserved_ids_; ids_mu_ held. */
+    void unreserve_locked(const CommIdSet &held);
     std::mutex ids_mu_;
     CommIdSet used_ids_{};
     CommIdSet reserved_ids_{};  // by creates exchanging now (ids_mu_)
