@@ -2,11 +2,11 @@
  * p2p_perftest (and the p2p_demo quick-start job) under p2prun, a few
  * iterations: their numbers must be correct, not fast. Bytes counted by
  * completions match bytes sent, --json parses, --csv has one row per point,
- * derived fields are consistent, bad or missing data fails the run, and bad
- * command lines fail cleanly.
+ * derived fields are consistent, and bad command lines fail cleanly. Bad or
+ * missing data: test_perftest_faults.cc.
  */
 #include "json_mini.h"
-#include "../top_dirs.h"
+#include "perftest_util.h"
 
 #include <gtest/gtest.h>
 
@@ -22,70 +22,7 @@
 
 namespace {
 
-std::string builddir() { return p2ptest::top_builddir(); }
-
-std::string perftest() { return builddir() + "/tools/perftest/p2p_perftest"; }
-std::string demo() { return builddir() + "/tools/demo/p2p_demo"; }
-std::string p2prun() { return builddir() + "/tools/p2prun/p2prun"; }
-
-struct ProcResult {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-/** Run a shell command with a hard deadline; capture stdout and stderr. */
-ProcResult run(const std::string &cmd, int timeout_s = 90) {
-    char tmpl[] = "/tmp/p2p_perftest_test.XXXXXX";
-    ProcResult r;
-    if (mkdtemp(tmpl) == nullptr) {
-        return r;
-    }
-    std::string dir = tmpl;
-    std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " +
-                       cmd + " >" + dir + "/out 2>" + dir + "/err";
-    int status = std::system(full.c_str());
-    r.rc = (status != -1 && WIFEXITED(status)) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir + "/out");
-    r.err = slurp(dir + "/err");
-    std::remove((dir + "/out").c_str());
-    std::remove((dir + "/err").c_str());
-    rmdir(dir.c_str());
-    return r;
-}
-
-/** 2 ranks under p2prun; UCX restricted to shared memory for speed. */
-ProcResult run2(const std::string &args) {
-    return run("env UCX_TLS=shm,self " + p2prun() +
-               " -n 2 --no-prefix --timeout 80 -- " + perftest() +
-               " " + args);
-}
-
-/** stdout from the first line that starts with `prefix` (UCX prints its
- *  own warnings to stdout by default; they are not ours to parse). */
-std::string from_line(const std::string &out, const std::string &prefix) {
-    size_t pos = 0;
-    while (pos < out.size()) {
-        if (out.compare(pos, prefix.size(), prefix) == 0) {
-            return out.substr(pos);
-        }
-        size_t nl = out.find('\n', pos);
-        if (nl == std::string::npos) {
-            break;
-        }
-        pos = nl + 1;
-    }
-    return "";
-}
-
-bool have_p2prun() { return access(p2prun().c_str(), X_OK) == 0; }
+using namespace perftest_test;
 
 void expect_near_rel(double a, double b, double rel, const std::string &what) {
     EXPECT_LE(std::fabs(a - b), rel * std::max(std::fabs(b), 1e-12))
@@ -368,116 +305,6 @@ TEST(Perftest, RateSamplesCoverTheStreamNotThePosts) {
         double covered = lat.at("avg").num * 8 * 2 / 1e6, t = v.at("time_s").num;
         EXPECT_GE(covered, 0.5 * t) << out;
         EXPECT_GE(lat.at("min").num, 5.0) << out;
-    }
-}
-
-/** `prog args` on n ranks with test/perftest/fault_send.cc preloaded:
- *  FAULT on rank FAULT_RANK. */
-ProcResult run_fault(const std::string &fault, int rank, const std::string &prog, int n,
-                     const std::string &args) {
-    const char *asan = std::getenv("ASAN_OPTIONS");
-    return run("env UCX_TLS=shm,self FAULT=" + fault + " FAULT_RANK=" + std::to_string(rank) +
-               " LD_PRELOAD=" + builddir() + "/test/perftest/.libs/libfault_send.so" +
-               " ASAN_OPTIONS=verify_asan_link_order=0:" + (asan != nullptr ? asan : "") +
-               " " + p2prun() + " -n " + std::to_string(n) + " --no-prefix --timeout 80 -- " +
-               prog + " " + args);
-}
-
-ProcResult run2_fault(const std::string &fault, int rank, const std::string &args) {
-    return run_fault(fault, rank, perftest(), 2, args);
-}
-
-/** Every comma-separated field of a line, empty ones included. */
-std::vector<std::string> csv_fields(const std::string &line) {
-    std::vector<std::string> f;
-    size_t start = 0;
-    for (size_t at = line.find(','); at != std::string::npos; at = line.find(',', start)) {
-        f.push_back(line.substr(start, at - start));
-        start = at + 1;
-    }
-    f.push_back(line.substr(start));
-    return f;
-}
-
-/** The errors column (named by the header line) of the first CSV row of
- *  test `test`; -1 when absent. */
-long csv_errors(const std::string &out, const std::string &test) {
-    auto first_line = [](const std::string &text) { return text.substr(0, text.find('\n')); };
-    const std::vector<std::string> head = csv_fields(first_line(from_line(out, "test,")));
-    const std::vector<std::string> row = csv_fields(first_line(from_line(out, test + ",")));
-    for (size_t i = 0; i < head.size() && i < row.size(); ++i) {
-        if (head[i] == "errors") return std::strtol(row[i].c_str(), nullptr, 10);
-    }
-    return -1;
-}
-
-// What p2p_perftest did not get is an error in its report and its exit
-// status (1), never a number: a corrupted or short echo in lat (the echo
-// was checked in the buffer just sent from, so anything passed), a short
-// payload in bw (bandwidth was computed from bytes never moved).
-TEST(Perftest, BadOrMissingDataFailsTheRun) {
-    if (!have_p2prun()) {
-        GTEST_SKIP() << "p2prun not built";
-    }
-    struct Case {
-        const char *fault;
-        int rank;
-        const char *args;
-        const char *test;
-    } cases[] = {{"corrupt", 1, "-t lat -s 4096 -n 20 -q --check --csv", "lat"},
-                 {"half", 1, "-t lat -s 4096 -n 20 -q --csv", "lat"},
-                 {"half", 0, "-t bw -s 4096 -n 5 -W 4 -q --csv", "bw"},
-                 {"corrupt", 0, "-t bw -s 64 -n 5 -W 4 -q --check --csv", "bw"},
-                 /* the collective tests: every rank's totals (a short
-                  * echo on rank 1's side, the mem test's rank 0 receives) */
-                 {"half", 0, "-t setup -n 4 -q --csv", "setup"},
-                 {"half", 1, "-t setup -n 4 -q --csv", "setup"},
-                 {"half", 0, "-t mem -c 2 -q --csv", "mem"},
-                 {"half", 1, "-t mem -c 2 -q --csv", "mem"}};
-    for (const Case &c : cases) {
-        SCOPED_TRACE(std::string(c.fault) + " on rank " + std::to_string(c.rank) + ": " +
-                     c.args);
-        ProcResult clean = run2(c.args);
-        EXPECT_EQ(0, clean.rc) << clean.err;
-        EXPECT_EQ(0, csv_errors(clean.out, c.test)) << clean.out;
-        ProcResult r = run2_fault(c.fault, c.rank, c.args);
-        EXPECT_EQ(1, r.rc) << r.out << r.err;
-        EXPECT_GT(csv_errors(r.out, c.test), 0) << r.out;
-        EXPECT_NE(std::string::npos, r.err.find("point(s) with errors")) << r.err;
-    }
-    /* 3 ranks, short sends on rank 1: ranks 0 and 2 receive short; rank
-     * 0's sends and rank 1's receives (the report's columns) are whole */
-    ProcResult r = run_fault("half", 1, perftest(), 3, "-t mem -c 2 -q --csv");
-    EXPECT_EQ(1, r.rc) << r.out << r.err;
-    EXPECT_GT(csv_errors(r.out, "mem"), 0) << r.out;
-}
-
-// The quick-start job: bytes moved between ranks exclude a rank's tensors
-// to itself, every iteration is verified (a payload corrupted in one
-// iteration and right in the next failed no check), bad values are usage
-// errors.
-TEST(Demo, CountsWhatMovedBetweenRanksAndVerifiesEveryIteration) {
-    if (!have_p2prun()) {
-        GTEST_SKIP() << "p2prun not built";
-    }
-    ProcResult r = run("env UCX_TLS=shm,self " + p2prun() + " -n 3 --no-prefix --timeout 80 -- " +
-                       demo() + " -s 1M -t 1 -i 2");
-    ASSERT_EQ(0, r.rc) << r.out << r.err;
-    // 1 MiB x 1 tensor x 2 iterations from each of 2 other ranks
-    EXPECT_NE(std::string::npos, r.out.find("rank 2: received 4.2 MB from 2 other rank(s) "
-                                            "(1 tensors x 1048576 B x 2 iters)")) << r.out;
-    EXPECT_NE(std::string::npos, r.out.find("all-to-all of 3 ranks: 12.6 MB moved between "
-                                            "ranks in total")) << r.out;
-    // Flipped in iteration 0 (and 2), restored in 1: caught in iteration 0.
-    r = run_fault("corrupt", 0, demo(), 2, "-s 4096 -t 1 -i 2");
-    EXPECT_NE(0, r.rc) << r.out << r.err;
-    EXPECT_NE(std::string::npos, r.err.find("iteration 0: byte 0 of tensor 0 from rank 0 is "
-                                            "wrong")) << r.err;
-    for (const char *bad : {"-s 4x", "-s -1", "-t -1", "-t 4294967297", "-s 2G", "-i 0",
-                            "-i 1 extra"}) {
-        ProcResult b = run("env P2P_BOOTSTRAP=single " + demo() + " " + bad, 30);
-        EXPECT_EQ(2, b.rc) << bad << ": " << b.err;
-        EXPECT_NE(std::string::npos, b.err.find("usage: p2p_demo")) << bad << ": " << b.err;
     }
 }
 

@@ -288,9 +288,10 @@ p2p_status_t run_rate(Session &s, size_t size, Result *r) {
         r->extra = {{"blocks_per_post",
                      x.batch_calls ? double(x.batch_blocks) / double(x.batch_calls) : 0.0}};
     }
-    /* each rank's tallies: its own side's bytes, warm-up errors included */
-    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + ignored.errors +
-                        bad + warm_bad, r);
+    /* each rank's tallies: its own side's bytes; the warm-up's errors and
+     * its bytes (each rank's own side: sent on 0, received on 1) count */
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad + warm_bad +
+                        warmup_faults(ignored, uint64_t(size) * w * warm), r);
 }
 
 } // namespace perftest

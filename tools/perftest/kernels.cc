@@ -97,19 +97,39 @@ uint64_t test_warmup(const Options &o, uint64_t iters) {
 
 /* ------------------------------------------------------------ payloads */
 
+namespace {
+
+/** Byte j of message m's payload: byte j % 4 of a multiplicative hash of
+ *  m (odd multiplier: a bijection on 32 bits), shifted by j. */
+inline char pattern_byte(uint32_t seed, size_t j) {
+    return static_cast<char>((seed >> ((j & 3) * 8)) + j * 7 + 1);
+}
+
+inline uint32_t pattern_seed(uint64_t m) {
+    return static_cast<uint32_t>(m) * 2654435761u;
+}
+
+} // namespace
+
 void fill_pattern(char *buf, size_t size, uint64_t m) {
+    const uint32_t seed = pattern_seed(m);
     for (size_t j = 0; j < size; ++j) {
-        buf[j] = static_cast<char>(m * 131 + j * 7 + 1);
+        buf[j] = pattern_byte(seed, j);
     }
 }
 
 bool check_pattern(const char *buf, size_t size, uint64_t m) {
+    const uint32_t seed = pattern_seed(m);
     for (size_t j = 0; j < size; ++j) {
-        if (buf[j] != static_cast<char>(m * 131 + j * 7 + 1)) {
+        if (buf[j] != pattern_byte(seed, j)) {
             return false;
         }
     }
     return true;
+}
+
+uint64_t warmup_faults(const Tally &t, uint64_t expected_bytes) {
+    return t.errors + (t.bytes != expected_bytes ? 1 : 0);
 }
 
 /* ------------------------------------------------------------ reports */
@@ -188,7 +208,7 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     Reaper rp(comm, o.use_wait);
     rp.set_deadline(s.deadline());
     Tally ts, tr;
-    uint64_t bad = 0;
+    uint64_t bad = 0, warm_bad = 0;
     std::vector<double> samples;
     samples.reserve(iters);
     double total_us = 0;
@@ -198,11 +218,20 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
      * sends, then posts the receive for the echo; rank 1 posts its receive,
      * waits, echoes, and posts the next receive after echoing. */
     auto slot = [&](uint64_t i) { return s.data.data() + (i % nslots) * stride; };
+    // --check: rank 1 clears a slot before receiving into it, so that a
+    // receive that wrote nothing cannot pass on what the slot held.
+    auto post_recv = [&](uint64_t i) {
+        if (o.check) std::memset(slot(i), 0, size);
+        return p2p_comm_recv(comm, peer, tag, slot(i), size, mem, nullptr);
+    };
     if (s.rank == 1) {
-        st = p2p_comm_recv(comm, peer, tag, slot(0), size, mem, nullptr);
+        st = post_recv(0);
     }
     for (uint64_t i = 0; i < warm + iters && st == P2P_OK; ++i) {
         if (i == warm) {
+            // Each rank sent and received warm messages of size bytes.
+            warm_bad = bad + warmup_faults(ts, uint64_t(size) * warm) +
+                       warmup_faults(tr, uint64_t(size) * warm);
             ts = Tally();
             tr = Tally();
             bad = 0;
@@ -241,8 +270,7 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
                 st = p2p_comm_send(comm, peer, tag, buf, size, mem, nullptr);
             }
             if (st == P2P_OK && i + 1 < warm + iters) {
-                st = p2p_comm_recv(comm, peer, tag, slot(i + 1), size, mem,
-                                   nullptr);
+                st = post_recv(i + 1);
             }
             if (st == P2P_OK) {
                 st = rp.reap(P2P_QUEUE_SEND, 1, &ts);
@@ -261,7 +289,7 @@ p2p_status_t run_lat(Session &s, size_t size, Result *r) {
     if (s.rank == 0 && tr.bytes != uint64_t(size) * iters) {
         ++bad;  // the echoes did not bring back every byte sent
     }
-    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad, r);
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad + warm_bad, r);
 }
 
 /* ------------------------------------------------------------ bw/rate/batch */
@@ -337,7 +365,7 @@ p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
     Reaper rp(comm, o.use_wait);
     rp.set_deadline(s.deadline());
     Tally ts, tr;
-    uint64_t bad = 0;
+    uint64_t bad = 0, warm_bad = 0;
     std::vector<double> samples;
     samples.reserve(iters);
     double t_start = 0, t_end = 0;
@@ -348,6 +376,11 @@ p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
     }
     for (uint64_t i = 0; i < warm + iters && st == P2P_OK; ++i) {
         if (i == warm) {
+            // The data's bytes: rank 0 sent them, rank 1 received them (the
+            // acks the other way count only their errors).
+            const uint64_t data = uint64_t(size) * count * warm;
+            warm_bad = bad + (s.rank == 0 ? warmup_faults(ts, data) + tr.errors
+                                          : warmup_faults(tr, data) + ts.errors);
             ts = Tally();
             tr = Tally();
             bad = 0;
@@ -397,7 +430,7 @@ p2p_status_t run_stream(Session &s, const std::string &test, size_t size,
     r->msgs_per_iter = count;
     r->time_s = (t_end - t_start) / 1e6;
     r->samples_us = std::move(samples);
-    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad, r);
+    return finish_point(s, rp, ts, tr, ts.errors + tr.errors + bad + warm_bad, r);
 }
 
 } // namespace perftest

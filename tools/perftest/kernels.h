@@ -87,9 +87,17 @@ p2p_status_t run_rate(Session &s, size_t size, Result *r);
 p2p_status_t run_setup(Session &s, Result *r);
 p2p_status_t run_mem(Session &s, Result *r);
 
-/** Fill / verify a payload for message number m. */
+/** Fill / verify a payload for message number m. The pattern's first four
+ *  bytes carry a 32-bit mix of m, so a payload of 4 bytes or more tells
+ *  message m from every other one of the next 2^32 (a slot that kept an
+ *  older message's bytes never passes for the one expected). */
 void fill_pattern(char *buf, size_t size, uint64_t m);
 bool check_pattern(const char *buf, size_t size, uint64_t m);
+
+/** What a warm-up left wrong: its failed completions, and 1 when the bytes
+ *  it counted are not the bytes it should have moved. A point's numbers
+ *  exclude its warm-up, its verdict does not. */
+uint64_t warmup_faults(const Tally &t, uint64_t expected_bytes);
 
 /** Send a PeerReport to rank 0 and wait for its completion. */
 p2p_status_t send_report(Session &s, Reaper &rp, const PeerReport &rep);
