@@ -11,6 +11,7 @@
 #endif
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -192,6 +193,7 @@ size_t Launcher::open_streams() const {
 }
 
 void Launcher::signal_all(int sig) {
+    if (sig > 0 && sig < 64) sent_signals_ |= uint64_t(1) << sig;
     refresh_groups();
     for (auto &r : ranks_) {
         r->proc.signal_group(sig);
@@ -225,7 +227,11 @@ void Launcher::escalate_to_kill(const std::string &why) {
     give_up_at_ = Clock::now() + kGiveUpAfterKill;
 }
 
-void Launcher::on_rank_exit(int rank, int status) {
+bool Launcher::sent_to_ranks(int sig) const {
+    return sig > 0 && sig < 64 && (sent_signals_ & (uint64_t(1) << sig)) != 0;
+}
+
+void Launcher::on_rank_exit(int rank, int status, bool running) {
     Rank &r = *ranks_[rank];
     // Relay what the rank wrote before it died ahead of the report on it.
     for (Stream *s : {&r.out, &r.err}) {
@@ -233,9 +239,11 @@ void Launcher::on_rank_exit(int rank, int status) {
         }
     }
     int code = exit_code_of(status);
-    // Ranks ending after p2prun started killing them are not failures of
-    // their own.
-    if (code == 0 || phase_ != Phase::kRunning) {
+    // Ranks ending after p2prun started ending the job are not failures of
+    // their own -- unless a signal p2prun never sent killed one (a crash
+    // while the job was ending is still reported).
+    if (code == 0 ||
+        (!running && !(WIFSIGNALED(status) && !sent_to_ranks(WTERMSIG(status))))) {
         return;
     }
     say("rank " + std::to_string(rank) + " " + describe_wait_status(status));
@@ -243,6 +251,22 @@ void Launcher::on_rank_exit(int rank, int status) {
     if (!opts_.keep_going) {
         begin_termination();
     }
+}
+
+void Launcher::on_reader_gone() {
+    reader_gone_ = true;
+    if (all_reaped()) {
+        return;  // the job is over: only its last output is lost
+    }
+    // `p2prun ... | head`: as a program writing there would die of SIGPIPE,
+    // the job ends (the ranks never write to that pipe themselves).
+    say("stdout closed by its reader, ending the job");
+    stopping_ = true;
+    if (exit_code_ < 0) {
+        exit_signal_ = SIGPIPE;
+    }
+    set_exit_code(128 + SIGPIPE);
+    begin_termination();
 }
 
 void Launcher::reap() {
@@ -282,6 +306,11 @@ void Launcher::reap_ranks() {
     // their groups -- cannot be reused: whatever /proc shows in those groups
     // now are the ranks' own processes.
     std::set<pid_t> live = groups_with_members(list_descendants());
+    struct Exit {
+        int rank;
+        int status;
+    };
+    std::vector<Exit> batch;
     for (pid_t pid : exited) {
         int status = 0;
         if (::waitpid(pid, &status, WNOHANG) != pid) {
@@ -291,7 +320,24 @@ void Launcher::reap_ranks() {
         int rank = it->second;
         rank_of_pid_.erase(it);
         ranks_[rank]->proc.set_reaped(status, live.count(pid) != 0);
-        on_rank_exit(rank, status);
+        batch.push_back({rank, status});
+    }
+    // Which of the ranks reaped together ended first is unknown (a busy
+    // machine lets several go before p2prun runs). The likeliest cause of
+    // the others comes first, so that its status is the job's: a rank
+    // killed by a signal (a crash) before one that exited with an error
+    // (often a peer's failure seen), then by rank. Every one of them
+    // exited before this batch could end the job, so each failure is
+    // reported, not only the first.
+    auto order = [](const Exit &e) {
+        return exit_code_of(e.status) == 0 ? 2 : WIFSIGNALED(e.status) ? 0 : 1;
+    };
+    std::sort(batch.begin(), batch.end(), [&](const Exit &a, const Exit &b) {
+        return order(a) != order(b) ? order(a) < order(b) : a.rank < b.rank;
+    });
+    const bool running = phase_ == Phase::kRunning;
+    for (const Exit &e : batch) {
+        on_rank_exit(e.rank, e.status, running);
     }
 }
 
@@ -488,6 +534,9 @@ void Launcher::event_loop() {
         }
         out_.flush();
         err_.flush();
+        if (!reader_gone_ && out_.reader_gone()) {
+            on_reader_gone();
+        }
         if (fds[0].revents != 0) {
             for (const Received &sig : signals_.drain()) {
                 on_signal(sig);

@@ -56,7 +56,11 @@ private:
     void event_loop();
     void reap();
     void reap_ranks();
-    void on_rank_exit(int rank, int status);
+    // running: the job had not begun to end when this rank's batch was
+    // reaped (its failure is its own, not p2prun's SIGTERM).
+    void on_rank_exit(int rank, int status, bool running);
+    bool sent_to_ranks(int sig) const;
+    void on_reader_gone();
     void on_signal(const Received &sig);
     // Reads one chunk; true when data came (more may follow).
     bool read_stream(Stream *s);
@@ -97,10 +101,12 @@ private:
     bool nofile_raised_ = false;
     struct rlimit rank_nofile_ {};
     bool term_sent_ = false;  // SIGTERM went to all groups
+    uint64_t sent_signals_ = 0;  // bit n: signal n went to the ranks' groups
     bool have_timeout_ = false;
     Clock::time_point timeout_at_{};
     Clock::time_point kill_at_{};     // phase kTermSent: when SIGKILL follows
     Clock::time_point give_up_at_{};  // phase kKillSent: stop waiting
+    bool reader_gone_ = false;  // p2prun's stdout reader went away
     bool stopping_ = false;  // timeout or a signal: output is not waited for
     bool have_output_deadline_ = false;
     Clock::time_point output_deadline_{};

@@ -85,12 +85,14 @@ std::string usage_text() {
            "  --no-prefix           do not prefix output lines with [rank]\n"
            "  -h, --help            print this help\n"
            "exit status: 0 when all ranks exit 0, else that of the first rank\n"
-           "to fail (128+signal when killed), 124 on timeout, 127 when the\n"
+           "to fail (128+signal when killed; of ranks found ended together, a\n"
+           "crash before an error exit), 124 on timeout, 127 when the\n"
            "program cannot be run, 2 on usage errors; a signal that ends the job\n"
            "ends p2prun too, once the ranks are gone (128+signal in a shell).\n"
            "signals: INT, TERM, HUP, ALRM and QUIT are forwarded to the ranks and\n"
            "end the job (QUIT is followed by TERM); USR1 and USR2 are forwarded only;\n"
-           "TSTP (Ctrl-Z) stops the ranks with p2prun, which resumes them when continued.\n";
+           "TSTP (Ctrl-Z) stops the ranks with p2prun, which resumes them when continued.\n"
+           "stdout closed by its reader (| head) while ranks run ends the job (SIGPIPE).\n";
 }
 
 ParseResult parse_options(int argc, const char *const *argv, Options *opts,

@@ -57,6 +57,7 @@ void OutputSink::flush() {
     while (pending() > 0) {
         long n = write_once(buf_.data() + off_, pending());
         if (n < 0) {
+            error_ = errno;
             broken_ = true;  // p2prun's reader went away: output is dropped
             discard();
             return;

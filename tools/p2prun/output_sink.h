@@ -7,6 +7,7 @@
 #define P2PRUN_OUTPUT_SINK_H
 
 #include <cstddef>
+#include <cerrno>
 #include <string>
 
 namespace p2prun {
@@ -42,6 +43,9 @@ public:
     // Drops what waits; returns how many bytes that was.
     size_t discard();
 
+    // The reader closed its end (EPIPE, ECONNRESET): what comes is dropped.
+    bool reader_gone() const { return broken_ && (error_ == EPIPE || error_ == ECONNRESET); }
+
 private:
     // One write that does not block; bytes written, 0 when the fd has no
     // room, -1 on error.
@@ -51,6 +55,7 @@ private:
     bool socket_ = false;
     bool regular_ = false;
     bool broken_ = false;
+    int error_ = 0;  // errno of the write that broke it
     std::string buf_;
     size_t off_ = 0;  // start of what waits in buf_
 };

@@ -1,0 +1,97 @@
+// p2prun, driven as a binary: which failures it reports when several ranks
+// end before it looks, or while it is ending the job.
+#include "run_p2prun.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+using namespace p2prun_test;
+
+// Ranks that end while p2prun is not running (a busy machine) are reaped in
+// one batch. Each was reported only if it came first in a hash map's order,
+// and that one's status was the job's: a crash could go unreported behind a
+// peer's "exited with status 1". Now every failure of the batch is
+// reported, the crash first, and its status is the job's.
+TEST(P2prunFailures, RanksEndingTogetherAreAllReportedTheCrashFirst) {
+    TempDir dir;
+    // Ranks 1-3 wait for `go`; rank 1 crashes, then 2 and 3 fail in turn;
+    // rank 0 would run on.
+    const std::string go = dir.file("go");
+    std::string script = "ulimit -c 0; touch " + dir.path() + "/ready.$RANK; "
+                         "while [ ! -e " + go + " ]; do sleep 0.01; done; case $RANK in "
+                         "1) kill -SEGV $$;; 2) sleep 0.2; touch " + dir.path() +
+                         "/end.2; exit 5;; 3) sleep 0.4; touch " + dir.path() +
+                         "/end.3; exit 6;; *) sleep 30;; esac";
+    P2prun p(dir, {"-n", "4", "sh", "-c", script});
+    ASSERT_TRUE(wait_for_files({dir.file("ready.0"), dir.file("ready.1"), dir.file("ready.2"),
+                                dir.file("ready.3")},
+                               10));
+    ASSERT_EQ(0, ::kill(p.pid(), SIGSTOP));
+    std::ofstream(go).close();
+    EXPECT_TRUE(wait_for_files({dir.file("end.2"), dir.file("end.3")}, 10));
+    ::usleep(300 * 1000);  // the last exit after its file
+    ASSERT_EQ(0, ::kill(p.pid(), SIGCONT));
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(128 + SIGSEGV, r.code) << r.err;
+    const std::vector<std::string> lines = split_lines(r.err);
+    ASSERT_GE(lines.size(), 3u) << r.err;
+    EXPECT_EQ(0u, lines[0].find("p2prun: rank 1 killed by signal 11")) << r.err;
+    EXPECT_EQ("p2prun: rank 2 exited with status 5", lines[1]) << r.err;
+    EXPECT_EQ("p2prun: rank 3 exited with status 6", lines[2]) << r.err;
+    EXPECT_EQ(std::string::npos, r.err.find("rank 0 ")) << "killed by p2prun: " << r.err;
+}
+
+// A rank that crashes while p2prun is ending the job (here in its SIGTERM
+// handler) died of a signal p2prun never sent: that is reported, though the
+// job's status stays the first failure's. Ranks that SIGTERM ended are not.
+TEST(P2prunFailures, CrashWhileTheJobEndsIsReported) {
+    TempDir dir;
+    std::string script = "ulimit -c 0; case $RANK in 0) while [ ! -e " + dir.path() +
+                         "/ready.1 ] || [ ! -e " + dir.path() + "/ready.2 ]; do sleep 0.01; "
+                         "done; exit 3;; 1) trap 'kill -SEGV $$' TERM; sleep 30 & touch " +
+                         dir.path() + "/ready.1; wait;; *) sleep 30 & touch " + dir.path() +
+                         "/ready.2; wait;; esac";
+    Result r = run(dir, {"-n", "3", "sh", "-c", script});
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(3, r.code) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("p2prun: rank 0 exited with status 3\n")) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("p2prun: rank 1 killed by signal 11")) << r.err;
+    EXPECT_EQ(std::string::npos, r.err.find("rank 2")) << r.err;
+    EXPECT_LT(r.seconds, 5.0);
+}
+
+// `p2prun ... | head`: once the reader has closed the pipe, the job ends as
+// a program writing there would, by SIGPIPE (the ranks never write to that
+// pipe: p2prun relays their output, and only dropped it, so they ran on).
+TEST(P2prunFailures, StdoutReaderGoneEndsTheJob) {
+    TempDir dir;
+    int fds[2];
+    ASSERT_EQ(0, ::pipe2(fds, O_CLOEXEC));
+    P2prun p(dir,
+             {"-n", "2", "sh", "-c",
+              "echo $$ > " + dir.path() + "/pid.$RANK; while :; do echo line; sleep 0.01; done"},
+             {}, {}, fds[1]);
+    ::close(fds[1]);
+    char buf[16];
+    ASSERT_GT(::read(fds[0], buf, sizeof(buf)), 0);  // like head: a few bytes, then close
+    ::close(fds[0]);
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out) << "the ranks ran on after the reader left";
+    EXPECT_EQ(128 + SIGPIPE, r.code) << r.err;
+    EXPECT_LT(r.seconds, 5.0);
+    EXPECT_NE(std::string::npos, r.err.find("p2prun: stdout closed by its reader, ending the job"))
+        << r.err;
+    for (const char *f : {"pid.0", "pid.1"}) {
+        const std::string s = read_file(dir.file(f));
+        ASSERT_FALSE(s.empty()) << f;
+        EXPECT_TRUE(process_gone(static_cast<pid_t>(std::stol(s)))) << f;
+    }
+}
