@@ -15,6 +15,7 @@
 #include <mutex>
 #include <pthread.h>
 #include <sched.h>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
@@ -35,6 +36,14 @@ bool parse_u32(const char *s, uint32_t *out) {
     return true;
 }
 
+/** Whether text is new to this process (the first call with it). */
+bool first_time(const std::string &text) {
+    static ForkMutex &mu = *new ForkMutex();  // held across fork(); never destroyed
+    static std::set<std::string> &seen = *new std::set<std::string>();
+    std::lock_guard<ForkMutex> lock(mu);
+    return seen.insert(text).second;
+}
+
 /** One source: both variables present, numeric, rank < size. */
 bool try_pair(const EnvLookup &env, const char *rank_var, const char *size_var,
               LocalRank *out) {
@@ -46,8 +55,12 @@ bool try_pair(const EnvLookup &env, const char *rank_var, const char *size_var,
     uint32_t rank;
     uint32_t size;
     if (!parse_u32(r, &rank) || !parse_u32(s, &size) || size == 0 || rank >= size) {
-        P2P_LOG(P2P_LOG_WARN, "rails: ignoring %s='%s' %s='%s' (need 0 <= rank < size)",
-                rank_var, r ? r : "(unset)", size_var, s ? s : "(unset)");
+        // Once per process and values: every context, plan and
+        // p2p_local_rank_query call (herringLocalDevice, per step) reads them.
+        const std::string what = std::string(rank_var) + "='" + (r ? r : "(unset)") + "' " +
+                                 size_var + "='" + (s ? s : "(unset)") + "'";
+        P2P_LOG(first_time(what) ? P2P_LOG_WARN : P2P_LOG_DEBUG,
+                "rails: ignoring %s (need 0 <= rank < size)", what.c_str());
         return false;
     }
     out->rank = rank;

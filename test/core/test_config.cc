@@ -175,3 +175,34 @@ TEST(Config, LocalRankQueryOutOfMemoryIsNoMemory) {
     EXPECT_EQ(1u, rank);
     EXPECT_EQ(4u, size);
 }
+
+// A local rank the planner cannot use (no size with it) is warned about
+// once per process and values, not on every read: herringLocalDevice asks
+// on every call, so an application asking per step flooded stderr.
+TEST(Config, UnusableLocalRankIsWarnedAboutOnce) {
+    const char *keep_r = std::getenv("LOCAL_RANK");
+    const char *keep_s = std::getenv("LOCAL_WORLD_SIZE");
+    const std::string saved_r = keep_r ? keep_r : "", saved_s = keep_s ? keep_s : "";
+    setenv("LOCAL_RANK", "71", 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    auto warnings = [](const std::string &err, const std::string &what) {
+        size_t n = 0;
+        for (size_t at = err.find(what); at != std::string::npos; at = err.find(what, at + 1)) {
+            ++n;
+        }
+        return n;
+    };
+    uint32_t rank = 9, size = 9;
+    testing::internal::CaptureStderr();
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+    }
+    setenv("LOCAL_RANK", "72", 1);  // other values: warned about again
+    EXPECT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='71' LOCAL_WORLD_SIZE='(unset)'")) << err;
+    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='72' LOCAL_WORLD_SIZE='(unset)'")) << err;
+    EXPECT_EQ(0u, size);  // none found: planned as rank 0 of 1
+    if (keep_r) setenv("LOCAL_RANK", saved_r.c_str(), 1); else unsetenv("LOCAL_RANK");
+    if (keep_s) setenv("LOCAL_WORLD_SIZE", saved_s.c_str(), 1);
+}
