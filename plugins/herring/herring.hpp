@@ -39,9 +39,11 @@
  *    call blocked in another thread returns those entries, then the
  *    RDMA_SHUTDOWN sentinel below.
  *    Initialize after Shutdown is refused (logged); the shim stays shut down.
- *  - Send/Recv are asynchronous and never block. Each call produces exactly
- *    one completion entry carrying the caller's context, peer rank and
- *    tensor_id, including calls that fail at once:
+ *  - Send/Recv are asynchronous: they never wait for the peer or the data
+ *    (a call may wait for the context's worker lock while the progress
+ *    thread copies a large same-host message: README, "Worker lock").
+ *    Each call produces exactly one completion entry carrying the caller's
+ *    context, peer rank and tensor_id, including calls that fail at once:
  *      before Initialize (or after a failed one)  -> RDMA_READ_FAIL
  *      after Shutdown                             -> RDMA_SHUTDOWN
  *      bad rank, NULL/unknown mr, range outside the registration -> RDMA_READ_FAIL
@@ -60,11 +62,14 @@
  *    refuses. Registrations are released by Shutdown.
  *  - herringLocalDevice returns the local rank modulo the number of CUDA
  *    devices visible (CUDA driver API, loaded with dlopen when present), or
- *    the local rank when there is no GPU/driver. Before Initialize the local
- *    rank comes from the launcher's variables, first found of P2P_LOCAL_RANK,
- *    LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID,
- *    PMIX_LOCAL_RANK (the rail planner's order, so the GPU and its NICs
- *    agree), else 0.
+ *    the local rank when there is no GPU/driver. The local rank comes from
+ *    the launcher's variables as the rail planner reads them (so the GPU and
+ *    its NICs agree): the first complete rank/size pair of P2P_LOCAL_RANK,
+ *    LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, Slurm's
+ *    SLURM_LOCALID with its task counts, PMIX_LOCAL_RANK; else the first of
+ *    those rank variables set alone; else 0. It stays the same across
+ *    Initialize, except where Initialize found none of those pairs and took
+ *    the bootstrap's local rank for the rail plan: from then on that one.
  *  - herringP2PGetRDMADevices replaces the vector's contents with the RDMA
  *    device names of this machine (/sys/class/infiniband), sorted; empty when
  *    there are none.

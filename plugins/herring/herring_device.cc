@@ -110,11 +110,6 @@ const char *const kLocalRankVars[] = {
     "P2P_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
     "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"};
 
-uint32_t planned_local_rank() {
-    uint32_t rank = 0, size = 0;
-    return p2p_local_rank_query(&rank, &size) == P2P_OK && size > 0 ? rank : 0;
-}
-
 uint32_t env_local_rank() {
     // The rail planner's own reading, so that the GPU and its NICs agree.
     uint32_t rank = 0, size = 0;

@@ -33,11 +33,9 @@ void list_rdma_devices(const char *sysfs_root, void (*add)(const char *name, voi
  *  0 without a driver or GPU. Computed once. */
 int cuda_device_count();
 
-/** The local rank the core's rail planner reads from the environment
- *  (p2p_local_rank_query); 0 when no variable pair names it. */
-uint32_t planned_local_rank();
-/** Local rank for herringLocalDevice before Initialize: the planner's, else
- *  a launcher variable that names a rank without a size, else 0. */
+/** Local rank for herringLocalDevice: the one the core's rail planner
+ *  reads (p2p_local_rank_query), else a launcher variable that names a rank
+ *  without a size, else 0. */
 uint32_t env_local_rank();
 
 /* ---- runtime (herring_runtime.cc): one per process */

@@ -176,7 +176,10 @@ void Runtime::initialize() {
     }
     if (st == P2P_OK) {
         p2p_config_t cfg{};
-        plan_local_rank = planned_local_rank();
+        // herringLocalDevice's rank: the one it gave before Initialize (an
+        // application may have chosen its GPU with it then), unless the
+        // bootstrap's goes to the rail plan below.
+        plan_local_rank = env_local_rank();
         if (log_rail_inputs(binfo)) {
             cfg.field_mask = P2P_CONFIG_FIELD_LOCAL_RANK;
             cfg.local_rank = plan_local_rank = binfo.local_rank;
@@ -449,7 +452,7 @@ uint32_t Runtime::local_rank() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ == State::kReady) {
-            return device_rank_;  // what the rails were planned for
+            return device_rank_;  // see initialize()
         }
     }
     return env_local_rank();

@@ -153,7 +153,10 @@ int run_single(const char *want_devices) {
     const std::vector<std::string> env_after = environment();
     if (env_after != env_before) print_env_diff(env_before, env_after);
     CHECK(env_after == env_before);
-    CHECK(herringLocalDevice() == 0);  // rank 0 of 1, no GPU here
+    // The same device as before Initialize (an application may have
+    // chosen its GPU then): LOCAL_RANK without a size is not the rail
+    // plan's (rank 0 of 1) but stays the device's. No GPU here.
+    CHECK(herringLocalDevice() == env_int({"LOCAL_RANK"}, 0));
 
     CHECK(herringP2PRegisterMemory(early, -1) == nullptr);
     CHECK(herringP2PRegisterMemory(nullptr, 64) == nullptr);
