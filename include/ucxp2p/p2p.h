@@ -285,7 +285,8 @@ typedef struct {
 p2p_status_t p2p_bootstrap_query(p2p_bootstrap_h bootstrap,
                                  p2p_bootstrap_info_t *info_p);
 
-/** Block until every rank of the job called it.
+/** Block until every rank of the job called it. A rank that left the job
+ *  (exited, destroyed its bootstrap) makes it fail, never return P2P_OK.
  *  Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_BOOTSTRAP, P2P_ERR_TIMEOUT,
  *  P2P_ERR_NO_MEMORY. */
 p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
