@@ -486,7 +486,11 @@ typedef struct {
  * (so a bad argument in a later block is reported before a failed peer in
  * an earlier one). Otherwise each block produces its own completion entry.
  * An error that concerns no block (the communicator's handle, blocks NULL,
- * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched.
+ * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched. Receive blocks from a
+ * peer that cannot be connected to pass the check when a message from it
+ * with their tensor_id has already arrived (as p2p_comm_recv); blocks that
+ * message does not match (more blocks than arrived messages) then complete
+ * with P2P_ERR_PEER_FAILURE instead of waiting forever.
  * Errors: as p2p_comm_send (P2P_ERR_NO_MEMORY: the batch does not fit in
  * memory; nothing was posted), plus P2P_ERR_INVALID_PARAM (blocks NULL with
  * count > 0).

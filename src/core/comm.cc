@@ -406,7 +406,7 @@ void Comm::complete_error(Op *op, ucs_status_t st) {
     p2p_status_t ps;
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
         ps = P2P_ERR_TRUNCATED;
-    } else if (peers_[op->entry.peer].failed) {
+    } else if (peers_[op->entry.peer].failed || op->peer_lost) {
         ps = P2P_ERR_PEER_FAILURE;
     } else if (st == UCS_ERR_CANCELED || (op->is_send && shut_.load())) {
         // Also a send our own shutdown ended by closing its endpoint by

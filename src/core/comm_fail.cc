@@ -47,8 +47,13 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
 
 void Comm::cancel_waits_from(uint32_t peer) {
     // Receives from a dead peer would wait forever: cancel them (their
-    // completion reports P2P_ERR_PEER_FAILURE). One already matched (its
-    // data arriving) is not in UCX's expected queue: cancel leaves it be.
+    // completion reports P2P_ERR_PEER_FAILURE, also where the peer is not
+    // marked failed: one no endpoint can be created to, see post_locked).
+    // One already matched (its data arriving) is not in UCX's expected
+    // queue: cancel leaves it be.
+    for (Op *op = ops_; op != nullptr; op = op->next) {
+        if (waits_on_receive(*op) && op->entry.peer == peer) op->peer_lost = true;
+    }
     cancel_receives([peer](const Op &op) {
         return waits_on_receive(op) && op.entry.peer == peer;
     });

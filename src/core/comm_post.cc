@@ -225,7 +225,7 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             // The data is here: receive it anyway, from a peer that failed
             // or left, or one we could not connect to.
             eps[i] = nullptr;
-            from_dead |= peers_[items[i].peer].failed;
+            from_dead = true;
             st = P2P_OK;
         }
         if (st != P2P_OK) {
@@ -264,12 +264,15 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     }
     if (from_dead) {
         // One arrived message let every block of the batch naming it
-        // through: the ones it did not match would wait forever.
+        // through: the ones it did not match would wait forever, from a
+        // failed peer as from one no endpoint could be created to (its
+        // process gone where we cannot see it): they end with
+        // P2P_ERR_PEER_FAILURE, as a single post of them fails at once.
         for (size_t i = 0; i < count; ++i) {
-            if (eps[i] == nullptr && peers_[items[i].peer].failed) {
+            if (eps[i] == nullptr) {
                 cancel_waits_from(items[i].peer);
                 Peer &p = peers_[items[i].peer];
-                if (p.ep_error) start_abandon_clock(&p);  // a grace of its own
+                if (p.failed && p.ep_error) start_abandon_clock(&p);  // a grace of its own
             }
         }
     }

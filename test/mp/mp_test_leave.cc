@@ -166,14 +166,24 @@ TEST_P(MpTest, ReceiveWhatADeadRankSentOncePerMessage) {
 // unprogressed (shared memory only: over tcp the sender's first message
 // needs the receiver's worker to take its connection): the messages still
 // sit in the receiver's FIFO when it posts.
+// unseen: the receiver cannot see the dead rank's process (a pid namespace
+// of its own): of a batch naming one arrived message twice, the block it
+// did not match waited forever over shared memory; it now fails.
 TEST_P(MpTest, ReceiveFromARankThatDiedBeforeItWasNamed) {
-    std::vector<std::vector<std::string>> runs = {{"dead-first"}};
+    std::vector<std::vector<std::string>> runs = {{"dead-first"}, {"dead-first", "unseen"}};
     if (!is_tcp(GetParam())) runs.push_back({"dead-first", "unprogressed"});
     for (const std::vector<std::string> &args : runs) {
         SCOPED_TRACE(args.back());
         p2ptest::TempDir dir;
         const std::string out = expect_rank_killed(
             args, "dead-first ok", {"P2P_MP_PID_FILE=" + dir.path() + "/pid"});
+        if (args.back() == "unseen") {
+            if (out.find("unseen unavailable") != std::string::npos) {
+                std::printf("[ mp_test  ] dead-first unseen ran as plain dead-first: %s\n",
+                            "no unshare(CLONE_NEWPID) here");
+            }
+            continue;  // its endpoint attempts are expected
+        }
         // Over tcp a connection attempt to the dead rank is refused at
         // once and harms nothing (the scenario's receives still succeed).
         // One CI run showed one such attempt: the process check had not
