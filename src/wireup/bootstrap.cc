@@ -124,8 +124,7 @@ p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
     case P2P_BOOTSTRAP_TCP:
         return tcp_bootstrap_create(out);
     case P2P_BOOTSTRAP_SINGLE:
-        *out = single_bootstrap_create();
-        return P2P_OK;
+        return single_bootstrap_create(out);
     case P2P_BOOTSTRAP_PMIX:
     default:
         // P2P_ERR_UNSUPPORTED (logged) outside a PMIx launcher or in a

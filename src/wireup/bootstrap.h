@@ -61,7 +61,8 @@ p2p_status_t bootstrap_max_msg(uint64_t *out);
 
 /** Implementations (one file each). */
 p2p_status_t tcp_bootstrap_create(std::unique_ptr<Bootstrap> *out);
-std::unique_ptr<Bootstrap> single_bootstrap_create();
+/** P2P_ERR_INVALID_PARAM when P2P_BOOTSTRAP_MAX_MSG is malformed. */
+p2p_status_t single_bootstrap_create(std::unique_ptr<Bootstrap> *out);
 
 /** True when the env/TCP variables (RANK & WORLD_SIZE or P2P_RANK &
  *  P2P_WORLD_SIZE) are present. */

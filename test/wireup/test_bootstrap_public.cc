@@ -264,5 +264,13 @@ TEST_F(BootstrapPublic, CommCreateWithAnAddressAboveMaxMsgIsInvalidParam) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_create(ctx, bs, &comm));
     EXPECT_EQ(reinterpret_cast<p2p_comm_h>(0x5eed), comm);
     EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    // The single bootstrap keeps the same bound (it ignored it), and
+    // refuses a malformed one at create as the others do.
+    ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_comm_create(ctx, bs, &comm));
+    EXPECT_EQ(reinterpret_cast<p2p_comm_h>(0x5eed), comm);
+    EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    set("P2P_BOOTSTRAP_MAX_MSG", "0");
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
 }
