@@ -2,6 +2,8 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <cstring>
+
 namespace ucxp2p {
 
 p2p_status_t status_from_ucs(ucs_status_t st) {
@@ -34,7 +36,12 @@ p2p_status_t status_from_ucs(ucs_status_t st) {
 } // namespace ucxp2p
 
 extern "C" const char *p2p_status_string(p2p_status_t status) {
-    switch (status) {
+    // A C caller may pass any int: switch on its bits, not on the C++ enum
+    // (a value outside the enumerators' range is undefined as the enum).
+    static_assert(sizeof(p2p_status_t) == sizeof(int), "the C ABI passes an int");
+    int code;
+    std::memcpy(&code, &status, sizeof(code));
+    switch (code) {
     case P2P_OK:                 return "success";
     case P2P_IN_PROGRESS:        return "operation in progress";
     case P2P_ERR_INVALID_PARAM:  return "invalid parameter";

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,12 @@ TEST(Status, EveryCodeHasDistinctText) {
         EXPECT_TRUE(seen.insert(text).second) << s;
     }
     EXPECT_STREQ("unknown status", p2p_status_string(static_cast<p2p_status_t>(-999)));
+    // Any int a C caller passes, the extremes included.
+    for (int v : {INT_MIN, INT_MAX, 2, -1000000}) {
+        p2p_status_t st;
+        std::memcpy(&st, &v, sizeof(st));
+        EXPECT_STREQ("unknown status", p2p_status_string(st)) << v;
+    }
     EXPECT_STREQ("success", p2p_status_string(P2P_OK));
 }
 
