@@ -95,3 +95,23 @@ TEST(P2prunFailures, StdoutReaderGoneEndsTheJob) {
         EXPECT_TRUE(process_gone(static_cast<pid_t>(std::stol(s)))) << f;
     }
 }
+
+// Ctrl-C while p2prun is ending a job a rank failed: p2prun dies of SIGINT
+// (it exited with the rank's status, so the shell running it went on with
+// its script; see P2prunSignalShell for why the difference matters).
+TEST(P2prunFailures, SignalAfterAFailureStillEndsP2prunBySignal) {
+    TempDir dir;
+    std::string script = "case $RANK in 0) while [ ! -e " + dir.path() +
+                         "/ready.1 ]; do sleep 0.01; done; touch " + dir.path() +
+                         "/failed.0; exit 3;; *) trap '' TERM; touch " + dir.path() +
+                         "/ready.1; sleep 30;; esac";
+    P2prun p(dir, {"--grace", "20", "-n", "2", "sh", "-c", script});
+    ASSERT_TRUE(wait_for_files({dir.file("failed.0")}, 10));
+    ::usleep(500 * 1000);  // p2prun reaped rank 0 and sent SIGTERM (ignored)
+    ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
+    Result r = p.wait(15);
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(128 + SIGINT, r.code) << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("p2prun: rank 0 exited with status 3\n")) << r.err;
+    EXPECT_LT(r.seconds, 10.0) << "the ranks waited for the grace period";
+}

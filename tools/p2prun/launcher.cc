@@ -371,7 +371,10 @@ void Launcher::on_signal(const Received &sig) {
     ++user_signals_;
     last_user_signal_ = sig;
     stopping_ = true;
-    if (exit_code_ < 0) {
+    // p2prun ends by the first such signal even after a rank failed (its
+    // status was reported): a shell stops a script on Ctrl-C only when the
+    // job it waited for died of SIGINT.
+    if (user_signals_ == 1) {
         exit_signal_ = signo;
     }
     set_exit_code(128 + signo);

@@ -94,7 +94,7 @@ private:
     std::unordered_map<pid_t, int> rank_of_pid_;  // ranks not reaped yet
     Phase phase_ = Phase::kRunning;
     int exit_code_ = -1;  // set once, by the first failure, signal or timeout
-    int exit_signal_ = 0;  // the signal, when one set exit_code_
+    int exit_signal_ = 0;  // what p2prun dies of: the first user signal that ends the job, or SIGPIPE
     int user_signals_ = 0;
     Received last_user_signal_{};  // the last one that ends the job
     // RLIMIT_NOFILE as p2prun got it, for the ranks, when p2prun raised its own.
