@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace p2prun {
 
@@ -205,6 +206,29 @@ std::string describe_wait_status(int wait_status) {
                (name != nullptr ? std::string(" (") + name + ")" : std::string());
     }
     return "exited with status " + std::to_string(exit_code_of(wait_status));
+}
+
+bool ensure_fd_limit(int nranks, std::string *error, bool *raised, struct rlimit *saved) {
+    rlim_t need = static_cast<rlim_t>(nranks) * 2 + 32;
+    struct rlimit rl;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return true;  // try anyway
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+            *error = "open file limit (" + std::to_string(rl.rlim_max) + ") too low for " +
+                     std::to_string(nranks) + " ranks";
+            return false;
+        }
+        *saved = rl;
+        rl.rlim_cur = need;
+        if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            *error = std::string("setrlimit: ") + std::strerror(errno);
+            return false;
+        }
+        *raised = true;
+    }
+    return true;
 }
 
 } // namespace p2prun

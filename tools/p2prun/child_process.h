@@ -59,6 +59,11 @@ private:
     int status_ = 0;
 };
 
+// Each rank needs two pipe ends open in p2prun; raise the soft limit if needed.
+// *raised: whether it was; *saved then holds the limit to give the ranks
+// (ChildProcess::start's nofile). False with *error when it cannot be.
+bool ensure_fd_limit(int nranks, std::string *error, bool *raised, struct rlimit *saved);
+
 // Exit code of a wait status: the exit status, or 128+signal when killed.
 int exit_code_of(int wait_status);
 

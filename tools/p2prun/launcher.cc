@@ -48,31 +48,6 @@ std::string format_seconds(double s) {
     return buf;
 }
 
-// Each rank needs two pipe ends open in p2prun; raise the soft limit if needed.
-// *raised: whether it was; *saved then holds the limit to give the ranks.
-bool ensure_fd_limit(int nranks, std::string *error, bool *raised, struct rlimit *saved) {
-    rlim_t need = static_cast<rlim_t>(nranks) * 2 + 32;
-    struct rlimit rl;
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        return true;  // try anyway
-    }
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
-        if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-            *error = "open file limit (" + std::to_string(rl.rlim_max) + ") too low for " +
-                     std::to_string(nranks) + " ranks";
-            return false;
-        }
-        *saved = rl;
-        rl.rlim_cur = need;
-        if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) {
-            *error = std::string("setrlimit: ") + std::strerror(errno);
-            return false;
-        }
-        *raised = true;
-    }
-    return true;
-}
-
 } // namespace
 
 void report(const std::string &msg) {
