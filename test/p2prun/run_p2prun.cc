@@ -2,12 +2,15 @@
 
 #include "../top_dirs.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -204,6 +207,37 @@ Result run(const TempDir &dir, const std::vector<std::string> &args,
            const std::vector<std::string> &env, double deadline_s) {
     P2prun p(dir, args, env);
     return p.wait(deadline_s);
+}
+
+StdoutPipe::StdoutPipe() { EXPECT_EQ(0, ::pipe2(&r, O_CLOEXEC)); }
+
+StdoutPipe::~StdoutPipe() {
+    close_write();
+    close_read();
+}
+
+void StdoutPipe::close_write() {
+    if (w >= 0) {
+        ::close(w);
+        w = -1;
+    }
+}
+
+void StdoutPipe::close_read() {
+    if (r >= 0) {
+        ::close(r);
+        r = -1;
+    }
+}
+
+size_t StdoutPipe::count_lines() {
+    size_t lines = 0;
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(r, buf, sizeof(buf))) > 0) {
+        lines += static_cast<size_t>(std::count(buf, buf + n, '\n'));
+    }
+    return lines;
 }
 
 } // namespace p2prun_test

@@ -65,6 +65,16 @@ private:
     double start_ = 0;
 };
 
+// p2prun's stdout is a pipe that the test reads only when told to.
+struct StdoutPipe {
+    int r = -1, w = -1;
+    StdoutPipe();
+    ~StdoutPipe();
+    void close_write();  // the test's copy, once p2prun has its own
+    void close_read();   // the reader goes away (`| head`)
+    size_t count_lines();  // until end of file
+};
+
 // Runs p2prun to completion (bounded).
 Result run(const TempDir &dir, const std::vector<std::string> &args,
            const std::vector<std::string> &env = {}, double deadline_s = 20);

@@ -266,31 +266,6 @@ TEST(P2prunOutput, StdoutAndStderrIntoOnePipeNeverTearLines) {
     EXPECT_EQ(static_cast<size_t>(2 * kRanks * kLines), lines);
 }
 
-// p2prun's stdout is a pipe that the test reads only when told to.
-struct StdoutPipe {
-    int r = -1, w = -1;
-    StdoutPipe() { EXPECT_EQ(0, ::pipe2(&r, O_CLOEXEC)); }
-    ~StdoutPipe() {
-        close_write();
-        ::close(r);
-    }
-    void close_write() {  // the test's copy, once p2prun has its own
-        if (w >= 0) {
-            ::close(w);
-            w = -1;
-        }
-    }
-    size_t count_lines() {  // until end of file
-        size_t lines = 0;
-        char buf[65536];
-        ssize_t n;
-        while ((n = ::read(r, buf, sizeof(buf))) > 0) {
-            lines += static_cast<size_t>(std::count(buf, buf + n, '\n'));
-        }
-        return lines;
-    }
-};
-
 TEST(P2prunOutput, TimeoutFiresWhileStdoutIsNotRead) {
     TempDir dir;
     StdoutPipe pipe;

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -73,16 +72,16 @@ TEST(P2prunFailures, CrashWhileTheJobEndsIsReported) {
 // pipe: p2prun relays their output, and only dropped it, so they ran on).
 TEST(P2prunFailures, StdoutReaderGoneEndsTheJob) {
     TempDir dir;
-    int fds[2];
-    ASSERT_EQ(0, ::pipe2(fds, O_CLOEXEC));
+    StdoutPipe pipe;
+    ASSERT_GE(pipe.r, 0);
     P2prun p(dir,
              {"-n", "2", "sh", "-c",
               "echo $$ > " + dir.path() + "/pid.$RANK; while :; do echo line; sleep 0.01; done"},
-             {}, {}, fds[1]);
-    ::close(fds[1]);
+             {}, {}, pipe.w);
+    pipe.close_write();
     char buf[16];
-    ASSERT_GT(::read(fds[0], buf, sizeof(buf)), 0);  // like head: a few bytes, then close
-    ::close(fds[0]);
+    ASSERT_GT(::read(pipe.r, buf, sizeof(buf)), 0);  // like head: a few bytes, then close
+    pipe.close_read();
     Result r = p.wait(15);
     ASSERT_FALSE(r.timed_out) << "the ranks ran on after the reader left";
     EXPECT_EQ(128 + SIGPIPE, r.code) << r.err;

@@ -10,8 +10,8 @@
 #include <sys/prctl.h>
 #endif
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
