@@ -96,7 +96,7 @@ const uint8_t *PeerMaps::get(pid_t pid, int fd, uint64_t ino, uint64_t length,
         errno = e;
         return nullptr;
     }
-    if (maps_.size() >= kMaxMaps) {
+    if (maps_.size() >= kMaxMaps && pinned_ == 0) {
         auto lru = std::min_element(maps_.begin(), maps_.end(),
                                     [](const Map &a, const Map &b) { return a.used < b.used; });
         munmap(const_cast<uint8_t *>(lru->ptr), lru->length);
@@ -109,7 +109,7 @@ const uint8_t *PeerMaps::get(pid_t pid, int fd, uint64_t ino, uint64_t length,
 }
 
 size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
-    if (closed == closed_seen_) return 0;
+    if (closed == closed_seen_ || pinned_ != 0) return 0;  // pinned: a later call
     closed_seen_ = closed;
     size_t dropped = 0;
     for (size_t i = 0; i < maps_.size();) {
@@ -129,6 +129,8 @@ size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
 }
 
 void PeerMaps::clear() {
+    clear_due_ = pinned_ != 0;
+    if (clear_due_) return;
     for (Map &m : maps_) munmap(const_cast<uint8_t *>(m.ptr), m.length);
     maps_.clear();
 }

@@ -65,7 +65,7 @@ private:
 class PeerMaps {
 public:
     PeerMaps() = default;
-    ~PeerMaps() { clear(); }
+    ~PeerMaps() { pinned_ = 0; clear(); }
     PeerMaps(const PeerMaps &) = delete;
     PeerMaps &operator=(const PeerMaps &) = delete;
 
@@ -74,8 +74,16 @@ public:
      *  (optional) tells whether it was mapped by this call. */
     const uint8_t *get(pid_t pid, int fd, uint64_t ino, uint64_t length,
                        bool *fresh = nullptr);
+    /** Unmap every region (while pinned: once the last unpin comes). */
     void clear();
     size_t size() const { return maps_.size(); }
+    /** A copy reads what get() returned with no lock held
+     *  (core/copy_queue.h): until the matching unpin, nothing is unmapped
+     *  (get() maps beyond kMaxMaps rather than evict, drop_closed waits). */
+    void pin() { ++pinned_; }
+    void unpin() {
+        if (--pinned_ == 0 && clear_due_) clear();
+    }
     /** The peer's count of closed regions (cma::regions_closed) is now
      *  closed: when it moved since the last call, unmap every region whose
      *  fd in the peer no longer is its memfd (freed there; our mapping
@@ -96,6 +104,8 @@ private:
     std::vector<Map> maps_;
     uint64_t tick_ = 0;
     uint64_t closed_seen_ = 0;
+    uint32_t pinned_ = 0;
+    bool clear_due_ = false;
 };
 
 }  // namespace shm

@@ -205,3 +205,45 @@ TEST(ShmRegion, ForkedChildHasItsOwnEpochTable) {
         reinterpret_cast<const uint8_t *>(rts.epoch_addr) - (seq % cma::kEpochSlots) * 8;
     EXPECT_FALSE(cma::epoch_moved(table, seq, rts.epoch));
 }
+
+// A copy reading a mapping with no lock held pins the cache: nothing is
+// unmapped under it (no eviction past kMaxMaps, clear waits for the last
+// unpin, drop_closed waits for a later call).
+TEST(ShmRegion, PinnedPeerMapsUnmapNothingUntilUnpinned) {
+    const size_t n = shm::PeerMaps::kMaxMaps + 2;
+    std::vector<std::unique_ptr<shm::Region>> regions;
+    for (size_t i = 0; i < n; ++i) {
+        regions.emplace_back(new shm::Region());
+        ASSERT_TRUE(regions.back()->create(4096, "ucxp2p-test"));
+        std::memset(regions.back()->data(), static_cast<int>(i + 1), 4096);
+    }
+    shm::PeerMaps maps;
+    const shm::Region &first = *regions[0];
+    const uint8_t *p0 = maps.get(getpid(), first.fd(), first.ino(), first.length());
+    ASSERT_NE(nullptr, p0);
+    maps.pin();
+    maps.pin();
+    for (size_t i = 1; i < n; ++i) {
+        const shm::Region &r = *regions[i];
+        ASSERT_NE(nullptr, maps.get(getpid(), r.fd(), r.ino(), r.length()));
+    }
+    EXPECT_EQ(n, maps.size());  // beyond the bound, the oldest kept
+    EXPECT_EQ(1, p0[4095]);
+    // Region 1 freed by its owner: not dropped while pinned.
+    const uint64_t closed = 1;
+    regions[1].reset();
+    EXPECT_EQ(0u, maps.drop_closed(getpid(), closed, nullptr));
+    maps.clear();
+    EXPECT_EQ(n, maps.size());
+    EXPECT_EQ(1, p0[4095]);  // still mapped: reading it does not fault
+    maps.unpin();
+    EXPECT_EQ(n, maps.size());
+    maps.unpin();  // the last: the clear asked for above happens now
+    EXPECT_EQ(0u, maps.size());
+    // Unpinned, clear is immediate again and drop_closed works.
+    const shm::Region &r2 = *regions[2];
+    ASSERT_NE(nullptr, maps.get(getpid(), r2.fd(), r2.ino(), r2.length()));
+    EXPECT_EQ(1u, maps.size());
+    maps.clear();
+    EXPECT_EQ(0u, maps.size());
+}

@@ -1,0 +1,78 @@
+/*
+ * Large same-host copies made outside the worker lock.
+ *
+ * A single-copy transfer (core/cma.h) moves its payload inside a UCX
+ * callback, with the worker lock held, where every post of every thread
+ * waits for it: a 64-byte receive posted while the progress thread copied
+ * 1 GiB waited 120-150 ms. The lock cannot be let go inside the callback
+ * (UCX's worker is not reentrant), so a communicator queues the copy
+ * instead (push_due, lock held) and whoever ran the progress call takes
+ * the queue with it (claim_locked), lets the lock go, copies (run), and
+ * hands the results back; the next holder of the lock concludes them
+ * (conclude_locked: answers, completions). Only the job's own operation is
+ * touched meanwhile, and nothing else may end or cancel it: the
+ * communicator's selectors skip operations in a copy, and its shutdown
+ * waits for them (a copy always ends: the peer's memory or its absence).
+ *
+ * Who takes the queue: the progress thread, a user thread polling
+ * (p2p_comm_poll), the serialized application's own calls and its
+ * backstop, and a communicator's shutdown, all right after their progress
+ * call. A copy queued by a post (a receive whose request had arrived)
+ * waits for the next of those; push_due wakes the progress thread for it.
+ */
+#ifndef UCXP2P_CORE_COPY_QUEUE_H
+#define UCXP2P_CORE_COPY_QUEUE_H
+
+#include <atomic>
+#include <mutex>
+
+namespace ucxp2p {
+
+/** One queued copy, embedded in its owner (the communicator's Op). */
+struct CopyJob {
+    CopyJob *next;
+    void (*copy)(CopyJob *);      // no lock held: the copy itself
+    void (*conclude)(CopyJob *);  // worker lock held: act on its result
+};
+
+class CopyQueue {
+public:
+    /** Queue j (worker lock held). */
+    void push_due(CopyJob *j) {
+        j->next = nullptr;
+        *due_tail_ = j;
+        due_tail_ = &j->next;
+        due_.store(true, std::memory_order_relaxed);
+    }
+    /** Something waits to be claimed (a hint, any thread: one load). */
+    bool due() const { return due_.load(std::memory_order_relaxed); }
+    /** Take every queued job (worker lock held); nullptr when none. */
+    CopyJob *claim_locked() {
+        if (!due()) return nullptr;
+        CopyJob *j = due_head_;
+        due_head_ = nullptr;
+        due_tail_ = &due_head_;
+        due_.store(false, std::memory_order_relaxed);
+        return j;
+    }
+    /** Copy the jobs claim_locked returned, in order, with no lock held;
+     *  then hand them to conclude_locked. */
+    void run(CopyJob *jobs);
+    /** Some copies ended and wait for conclude_locked (a hint). */
+    bool copied() const { return copied_.load(std::memory_order_relaxed); }
+    /** Conclude the copies run() ended (worker lock held). */
+    void conclude_locked();
+
+private:
+    CopyJob *due_head_ = nullptr;       // worker lock
+    CopyJob **due_tail_ = &due_head_;
+    std::atomic<bool> due_{false};
+    std::mutex done_mu_;                // the copiers' hand-back
+    CopyJob *done_head_ = nullptr;
+    CopyJob **done_tail_ = &done_head_;
+    std::atomic<bool> copied_{false};
+};
+
+} // namespace ucxp2p
+
+#endif
