@@ -40,8 +40,9 @@
  *    RDMA_SHUTDOWN sentinel below.
  *    Initialize after Shutdown is refused (logged); the shim stays shut down.
  *  - Send/Recv are asynchronous: they never wait for the peer or the data
- *    (a call may wait for the context's worker lock while the progress
- *    thread copies a large same-host message: README, "Worker lock").
+ *    (a call may wait for the context's worker lock while UCX copies a
+ *    large same-host message itself, with P2P_CMA=off: README, "Worker
+ *    lock").
  *    Each call produces exactly one completion entry carrying the caller's
  *    context, peer rank and tensor_id, including calls that fail at once:
  *      before Initialize (or after a failed one)  -> RDMA_READ_FAIL

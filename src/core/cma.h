@@ -38,8 +38,9 @@
  * then reads the tail itself, ERROR) or the sender's process is gone: it
  * is never cancelled by the receiver's own shutdown, so the sender never
  * writes into a buffer the receiver's user owns again. The sender writes
- * only while its send is live (under its worker lock, as is the cancel),
- * and a send cancelled before its CTS was answered sends WDONE CANCELLED.
+ * only while its send is live (nothing cancels a send while it writes:
+ * core/comm_copy.cc), and a send cancelled before its CTS was answered
+ * sends WDONE CANCELLED.
  * WDONE travels as an ACK-kind message whose seq has bit 31 set (seqs are
  * 31-bit), so it never matches the receiver's own ACK receives.
  *

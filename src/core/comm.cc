@@ -59,16 +59,23 @@ void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
 
 namespace {
 
-/** Progress the worker until done() or the deadline; returns done(). */
+/** Progress the worker until done() or the deadline; returns done().
+ *  Runs the copies its progress calls queued (core/copy_queue.h). */
 template <class Done>
 bool progress_until(Context &ctx, Done done, int64_t deadline_ns) {
     for (;;) {
+        CopyJob *copies;
         {
             std::lock_guard<Mutex> lock(ctx.worker_mu());
             ctx.progress().progress_locked();
-            if (done()) {
+            copies = ctx.progress().claim_copies_locked();
+            if (copies == nullptr && done()) {
                 return true;
             }
+        }
+        if (copies != nullptr) {
+            ctx.progress().copies().run(copies);
+            continue;  // concluded by the next round
         }
         if (now_ns() > deadline_ns) {
             return false;
@@ -480,6 +487,9 @@ void Comm::shutdown() {
                     "shutdown", id_, nops_);
         }
     }
+    // A copy outside the lock (comm_copy.cc) always ends, and it uses this
+    // communicator until concluded: wait for it, deadline or not.
+    progress_until(*ctx_, [this] { return copies_ == 0; }, INT64_MAX);
     shutdown_waited_.store(true);
     {
         // Only now, with nothing of ours in flight (no single-copy write

@@ -14,6 +14,7 @@
 #include "core/cma.h"
 #include "core/comm_tag.h"
 #include "core/context.h"
+#include "core/copy_queue.h"
 #include "core/cq.h"
 #include "core/mem.h"
 #include "core/path_choice.h"
@@ -50,9 +51,17 @@ struct Op {
     // moving the payload through UCX after a FALLBACK answer.
     // A split send waits for the CTS (SEND_RTS), writes its part, then waits
     // for the final ACK (SEND_SPLIT); a split receive waits for WDONE
-    // (RECV_SPLIT).
+    // (RECV_SPLIT). Copies made outside the worker lock (comm_copy.cc):
+    // a receive reading a whole message, or a split receive whose WDONE
+    // came during its head's copy (RECV_READ), and a split send writing
+    // its part (SEND_WRITE); no UCX request then (request: a placeholder).
     enum Stage : uint8_t { PLAIN, SEND_RTS, SEND_SPLIT, SEND_PUSH, RECV_PUSH,
-                           RECV_SPLIT } stage = PLAIN;
+                           RECV_SPLIT, RECV_READ, SEND_WRITE } stage = PLAIN;
+    // Its copy outside the worker lock (comm_copy.cc): queued, copying or
+    // copied, until concluded; nothing else ends the op meanwhile.
+    enum CopyKind : uint8_t { NO_COPY, COPY_WHOLE, COPY_HEAD, COPY_TAIL };
+    CopyKind copy = NO_COPY;
+    bool wdone_pending = false;  // COPY_HEAD: its WDONE came meanwhile
     bool bounced = false;        // small receive landed in bounce[] first
     uint8_t chosen = 0;          // a send ending a PathChooser block: 1 + path
     uint32_t seq = 0;
@@ -81,12 +90,23 @@ struct Op {
     int64_t block_start_ns = 0;  // when chosen: its block (PathChooser::Pick)
     uint64_t block_bytes = 0;
     cma::Ack ack{};              // control receives land here
+    // A copy outside the worker lock (see copy): its queue link, where it
+    // reads (a peer's region mapped here, else process_vm_readv), what it
+    // writes to, and its result.
+    CopyJob job{};
+    const uint8_t *copy_src = nullptr;
+    const uint8_t *copy_epochs = nullptr;
+    uint64_t copy_remote = 0;
+    cma::ReadResult copy_result = cma::ReadResult::OK;
+    int copy_err = 0;
+    ucs_status_t wdone_st = UCS_OK;  // see wdone_pending
     alignas(8) uint8_t bounce[sizeof(cma::Rts)];  // small receive, see bounced
 };
 /** op waits on a UCX receive: a user receive, or a single-copy send's
  *  answer (ACK, CTS). ucp_request_cancel ends it. */
 inline bool waits_on_receive(const Op &op) {
-    return !op.is_send || op.stage == Op::SEND_RTS || op.stage == Op::SEND_SPLIT;
+    return (!op.is_send && op.stage != Op::RECV_READ) || op.stage == Op::SEND_RTS ||
+           op.stage == Op::SEND_SPLIT;
 }
 /** op is a send whose bytes UCX moves: only closing its endpoint by force
  *  ends it early. */
@@ -228,6 +248,7 @@ private:
         int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
         uint64_t epoch_ino = 0;
         shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
+                                // (pinned by copies reading them unlocked)
         // P2P_CMA_THRESH=auto and single copy possible: the path per size.
         std::unique_ptr<PathChooser> chooser;
     };
@@ -418,6 +439,23 @@ private:
      *  process_vm_readv. */
     cma::ReadResult read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
                               uint64_t len, void *dst, int *err);
+    /** read_from's first half: *base = the sender's region mapped here
+     *  (its payload's first byte) and *epochs its epoch table, or both
+     *  nullptr (process_vm_readv). False when the answer is known without
+     *  reading (*r: withdrawn). Worker lock held. */
+    bool read_source(uint32_t src, const cma::Rts &rts, const uint8_t **base,
+                     const uint8_t **epochs, cma::ReadResult *r);
+    /** Copy outside the worker lock (comm_copy.cc) what op's stage needs
+     *  next: kind COPY_WHOLE reads all of op->rts, COPY_HEAD its head,
+     *  COPY_TAIL writes our part to remote. False, nothing done, when the
+     *  copy is too small to be worth it: the caller copies now. */
+    bool defer_copy(Op *op, Op::CopyKind kind, uint64_t remote = 0);
+    static void copy_job_run(CopyJob *j);       // no lock held
+    static void copy_job_conclude(CopyJob *j);  // worker lock held
+    /** on_cts's second half: our part was written (r, err). */
+    void tail_written(Op *op, cma::ReadResult r, int err);
+    /** on_split_rts's second half: the head was read (r, err). */
+    void head_read(Op *op, cma::ReadResult r, int err);
     /** Answer the sender and complete the receive after reading it. */
     void conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err);
     void on_cts(Op *op, uint64_t remote);
@@ -511,6 +549,7 @@ private:
     uint32_t probe_misses_ = 0;
     uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
+    size_t copies_ = 0;  // ops in a copy outside the lock (comm_copy.cc)
     std::atomic<bool> shut_{false};  // raised under the worker lock (shutdown)
     // shutdown() waited (up to its deadline) once: later calls, destroy's
     // among them, do not wait again for what did not end then.

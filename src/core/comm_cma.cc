@@ -106,6 +106,10 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
         on_split_rts(op, rts);
         return;
     }
+    op->rts = rts;
+    if (defer_copy(op, Op::COPY_WHOLE)) {
+        return;  // comm_copy.cc concludes it
+    }
     int err = 0;
     cma::ReadResult r = read_from(src, rts, 0, rts.length, op->buffer, &err);
     conclude_read(op, rts, r, err);
@@ -113,8 +117,24 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
 
 cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
                                 uint64_t len, void *dst, int *err) {
+    const uint8_t *base = nullptr, *epochs = nullptr;
+    cma::ReadResult r;
+    *err = 0;
+    if (!read_source(src, rts, &base, &epochs, &r)) {
+        return r;
+    }
+    if (base != nullptr) {
+        return cma::copy_mapped(base + off, len, static_cast<uint8_t *>(dst) + off,
+                                epochs, rts.seq, rts.epoch);
+    }
+    return cma::read(static_cast<pid_t>(peers_[src].pid), rts, off, len, dst, err);
+}
+
+bool Comm::read_source(uint32_t src, const cma::Rts &rts, const uint8_t **base_p,
+                       const uint8_t **epochs_p, cma::ReadResult *r) {
     Peer &p = peers_[src];
     const pid_t pid = static_cast<pid_t>(p.pid);
+    *base_p = *epochs_p = nullptr;
     if (rts.region_fd >= 0 && p.epoch_fd >= 0 && !p.map_refused &&
         rts.region_off <= rts.region_len &&
         rts.length <= rts.region_len - rts.region_off) {
@@ -136,17 +156,16 @@ cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
                     src, p.maps.size());
         }
         if (base != nullptr) {
-            *err = 0;
-            return cma::copy_mapped(base + rts.region_off + off, len,
-                                    static_cast<uint8_t *>(dst) + off, epochs,
-                                    rts.seq, rts.epoch);
+            *base_p = base + rts.region_off;
+            *epochs_p = epochs;
+            return true;
         }
         const int e = errno;
         if (epochs != nullptr && cma::epoch_moved(epochs, rts.seq, rts.epoch)) {
             // Withdrawn: its user may have freed the region (ENOENT, its fd
             // closed), which says nothing about mapping this rank's next.
-            *err = 0;
-            return cma::ReadResult::CANCELLED;
+            *r = cma::ReadResult::CANCELLED;
+            return false;
         }
         if (e == EACCES || e == EPERM || e == ENOENT || e == ENOSYS) {
             P2P_LOG(P2P_LOG_INFO, "comm %u: cannot map rank %u's memory (%s); "
@@ -158,7 +177,7 @@ cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
                     std::strerror(e));
         }
     }
-    return cma::read(pid, rts, off, len, dst, err);
+    return true;  // process_vm_readv
 }
 
 void Comm::conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err) {
@@ -234,14 +253,39 @@ void Comm::on_split_rts(Op *op, const cma::Rts &rts) {
         return;
     }
     send_ack(src, rts.seq, cma::ACK_CTS, reinterpret_cast<uint64_t>(op->buffer));
-    op->head = read_from(src, rts, 0, rts.split, op->buffer, &op->head_err);
-    if (op->head == cma::ReadResult::PEER_GONE) {
+    if (defer_copy(op, Op::COPY_HEAD)) {
+        return;  // comm_copy.cc calls head_read
+    }
+    int err = 0;
+    cma::ReadResult r = read_from(src, rts, 0, rts.split, op->buffer, &err);
+    head_read(op, r, err);
+}
+
+void Comm::head_read(Op *op, cma::ReadResult r, int err) {
+    op->head = r;
+    op->head_err = err;
+    if (op->wdone_pending) {  // it came while the head was copied
+        op->wdone_pending = false;
+        wdone_done(op, op->wdone_st);
+        return;
+    }
+    if (r == cma::ReadResult::PEER_GONE) {
         // No process, no writer: stop waiting (wdone_done reports it).
         ucp_request_cancel(ctx_->worker(), op->request);
     }
 }
 
 void Comm::wdone_done(Op *op, ucs_status_t st) {
+    if (op->copy != Op::NO_COPY) {
+        // The head is being copied outside the lock: keep the answer for
+        // head_read. Its request is gone (ctl_recv_cb frees it): nothing
+        // may cancel it now (RECV_READ).
+        op->wdone_pending = true;
+        op->wdone_st = st;
+        op->stage = Op::RECV_READ;
+        op->request = op;
+        return;
+    }
     const uint32_t src = op->entry.peer;
     const cma::Rts &rts = op->rts;
     if (st != UCS_OK) {  // cancelled: the sender failed or is gone
@@ -270,8 +314,11 @@ void Comm::wdone_done(Op *op, ucs_status_t st) {
 }
 
 void Comm::send_wdone(uint32_t peer, uint32_t seq, cma::WdoneStatus status) {
-    ucp_ep_h ep = peers_[peer].ep;
-    if (ep == nullptr || peers_[peer].failed) {
+    // A peer that left (its goodbye) may still wait for it, on an orphaned
+    // receive that holds its registration: its parked endpoint is open.
+    const Peer &p = peers_[peer];
+    ucp_ep_h ep = p.ep_error ? nullptr : p.ep != nullptr ? p.ep : p.parked_ep;
+    if (ep == nullptr) {
         return;  // the peer is gone or its endpoint closed by force
     }
     cma::Ack w;
@@ -352,12 +399,20 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
 }
 
 void Comm::on_cts(Op *op, uint64_t remote) {
-    const uint32_t peer = op->entry.peer;
+    if (defer_copy(op, Op::COPY_TAIL, remote)) {
+        return;  // comm_copy.cc calls tail_written
+    }
     int err = 0;
+    cma::ReadResult r = cma::write(static_cast<pid_t>(peers_[op->entry.peer].pid),
+                                   static_cast<uint8_t *>(op->buffer) + op->split,
+                                   op->length - op->split, remote + op->split, &err);
+    tail_written(op, r, err);
+}
+
+void Comm::tail_written(Op *op, cma::ReadResult r, int err) {
+    const uint32_t peer = op->entry.peer;
     cma::WdoneStatus ws = cma::WDONE_OK;
-    switch (cma::write(static_cast<pid_t>(peers_[peer].pid),
-                       static_cast<uint8_t *>(op->buffer) + op->split,
-                       op->length - op->split, remote + op->split, &err)) {
+    switch (r) {
     case cma::ReadResult::OK:
     case cma::ReadResult::CANCELLED:
         break;
@@ -382,6 +437,16 @@ void Comm::on_cts(Op *op, uint64_t remote) {
         send_wdone(peer, op->seq, cma::WDONE_ERROR);
         cma::bump_epoch(op->seq);
         finish(op, P2P_ERR_TRANSPORT, 0);
+        return;
+    }
+    if (peers_[peer].failed) {
+        // It failed or left while we wrote (outside the lock: comm_copy.cc;
+        // cancel_waits_from skipped us): no answer will come. Tell it what
+        // we did (one that left still reads its parked endpoint) and end as
+        // its failure ends a send waiting for an answer.
+        send_wdone(peer, op->seq, ws);
+        cma::bump_epoch(op->seq);
+        finish(op, P2P_ERR_PEER_FAILURE, 0);
         return;
     }
     // Listen for the final answer before the receiver can send it.

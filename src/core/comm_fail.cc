@@ -157,6 +157,7 @@ void Comm::abandon_stuck() {
         const uint32_t peer = op->entry.peer;
         const Peer &p = peers_[peer];
         if (!p.ep_error || p.dead_since_ns == 0) continue;
+        if (op->copy != Op::NO_COPY) continue;  // ends with its copy (comm_copy.cc)
         if (now - p.dead_since_ns < grace_ns) {
             waiting = true;
             continue;

@@ -106,7 +106,7 @@ unsigned Progress::take_in_locked() {
 
 unsigned Progress::progress_locked() {
     const unsigned n = take_in_locked();
-    after_progress_();
+    after_locked();
     return n;
 }
 
@@ -120,8 +120,8 @@ bool Progress::try_progress_from_user() {
     static thread_local unsigned busy_polls = 0;
     std::unique_lock<Mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
-        // Another thread is progressing -- possibly for long (a single-copy
-        // read of megabytes runs inside progress). When it shares our core
+        // Another thread is progressing -- possibly for long (UCX's own
+        // shared-memory copy of megabytes runs inside it). When it shares our core
         // (ranks pinned to one core each), spinning here would halve its
         // speed: after a few polls, give it the CPU (returns at once when
         // nobody waits for it). Short holds never reach the yield.
@@ -135,14 +135,32 @@ bool Progress::try_progress_from_user() {
     // costs a __tls_get_addr call, on every poll; a stale count only
     // yields once a little earlier next time the lock is busy.
     ucp_worker_progress(worker_);
-    after_progress_();
+    after_locked();
+    CopyJob *copies = copies_.claim_locked();
+    if (copies == nullptr) return true;
+    lock.unlock();
+    copies_.run(copies);
+    // Conclude them now if the worker is free (else the thread does).
+    if (lock.try_lock()) {
+        after_locked();
+    } else if (!opts_.serialized) {
+        kick();
+    }
     return true;
 }
 
 bool Progress::progress_once() {
-    std::lock_guard<Mutex> lock(worker_mu_);  // the asymmetric side: plain stores
+    std::unique_lock<Mutex> lock(worker_mu_);  // the asymmetric side: plain stores
     bool did = ucp_worker_progress(worker_) != 0;
-    after_progress_();
+    after_locked();
+    CopyJob *copies = copies_.claim_locked();
+    if (copies != nullptr) {
+        lock.unlock();
+        copies_.run(copies);
+        lock.lock();
+        after_locked();
+        did = true;
+    }
     if (did) last_active_ns_ = now_ns();
     return did;
 }
@@ -221,12 +239,16 @@ void Progress::run_backstop() {
         progress_locked();
         ++quiet;
         bool busy = false;  // events arrived since the progress call
-        if (quiet >= kSettleRounds && opts_.wakeup_supported) {
+        CopyJob *copies = copies_.claim_locked();
+        if (copies != nullptr) {
+            quiet = 0;  // come back soon to conclude them
+        } else if (quiet >= kSettleRounds && opts_.wakeup_supported) {
             ucs_status_t st = ucp_worker_arm(worker_);
             armed = st == UCS_OK;
             busy = st == UCS_ERR_BUSY;
         }
         worker_mu_.unlock_rare();
+        if (copies != nullptr) copies_.run(copies);
         if (armed) {
             timeout = tick;
         } else if (quiet >= kSettleRounds && !busy) {
@@ -307,10 +329,16 @@ void Progress::run() {
         }
         uint64_t posts;
         unsigned n;
+        CopyJob *copies;
         {
             HelperLock lock(worker_mu_);  // the progress thread's side (core/lock.h)
             posts = posts_.load(std::memory_order_relaxed);
             n = progress_locked();
+            copies = copies_.claim_locked();
+        }
+        if (copies != nullptr) {
+            copies_.run(copies);  // concluded by the next round
+            ++n;
         }
         int64_t now = now_ns();
         tick_period(now);

@@ -28,6 +28,7 @@
 #include <ucxp2p/p2p.h>
 #include <ucp/api/ucp.h>
 
+#include "core/copy_queue.h"
 #include "core/lock.h"
 
 #include <atomic>
@@ -149,6 +150,18 @@ public:
     /** Progress under the lock (caller holds worker_mu). */
     unsigned progress_locked();
 
+    /** Copies made outside the worker lock (core/copy_queue.h). */
+    CopyQueue &copies() { return copies_; }
+    /** Queue a copy (worker lock held) and make sure a thread takes it:
+     *  wakes the progress thread if it sleeps. */
+    void copy_due_locked(CopyJob *j) {
+        copies_.push_due(j);
+        if (!opts_.serialized && note_post_locked()) kick();
+    }
+    /** After a progress call (worker lock held): the copies queued so far,
+     *  for the caller to run() once it lets the lock go; nullptr: none. */
+    CopyJob *claim_copies_locked() { return copies_.claim_locked(); }
+
     /** Progress the worker until it finds nothing more, without running
      *  the after-progress hooks: for a hook that must see everything
      *  already delivered before it decides (caller holds worker_mu). */
@@ -160,6 +173,12 @@ private:
     }
     void run();
     void run_backstop();
+    /** What follows every progress call (worker lock held): conclude the
+     *  copies that ended, then the context's deferred work. */
+    void after_locked() {
+        if (copies_.copied()) copies_.conclude_locked();
+        after_progress_();
+    }
     void sleep_on_events(int timeout_ms);
     void sleep_on_wake_fd(int64_t ns);
 
@@ -167,6 +186,7 @@ private:
     Mutex &worker_mu_;
     Options opts_;
     std::function<void()> after_progress_;
+    CopyQueue copies_;
     int64_t next_period_ns_ = 0;  // the progress or backstop thread's own
     /** Raise opts_.periodic when its period passed (now: now_ns()). */
     void tick_period(int64_t now) {

@@ -27,6 +27,7 @@
  *   linger                the close handshake: an endpoint lingers until its peer closes its own
  *   linger-killed         a lingering endpoint whose peer dies is closed
  *   cma-split-destroy [late]  destroy with a split receive still in flight
+ *   copy-unlocked [split]  posts go on while a large copy is held
  *   cma-forked            rank 0 is a child forked after the library ran
  */
 #include "mp_common.h"
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
         {"cma-withdraw", mp::run_cma_withdraw}, {"depart", mp::run_depart},
         {"cma-split-wait", mp::run_cma_split_wait},
         {"cma-split-destroy", mp::run_cma_split_destroy},
+        {"copy-unlocked", mp::run_copy_unlocked},
         {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},

@@ -37,6 +37,7 @@ void run_gone_churn(int argc, char **argv);
 void run_linger(int argc, char **argv);
 void run_linger_killed(int argc, char **argv);
 void run_cma_split_destroy(int argc, char **argv);
+void run_copy_unlocked(int argc, char **argv);
 void run_kill_stream(int argc, char **argv);
 
 } // namespace mp

@@ -417,6 +417,25 @@ TEST_P(MpTest, SingleCopySplitReceiveOutlivingItsCommunicator2Ranks) {
     }
 }
 
+// A large same-host copy (single copy) runs outside the worker lock: posts
+// of the rank making it go on while it is held inside process_vm_readv /
+// process_vm_writev (before, they waited for the whole copy). Whole
+// message read by the receiver, then a split one (receiver reads the head,
+// sender writes the tail). Over tcp with cma, so that single copy is on.
+TEST_P(MpTest, PostsGoOnWhileALargeCopyRuns2Ranks) {
+    for (const char *mode : {"", "split"}) {
+        RunSpec s;
+        s.args = {"copy-unlocked"};
+        if (*mode != '\0') {
+            s.args.push_back(mode);
+        } else {
+            s.env.push_back("P2P_CMA_SPLIT=0");
+        }
+        if (is_tcp(GetParam())) s.env.push_back("UCX_TLS=tcp,cma,self");
+        expect_pass(s, "copy-unlocked ok");
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, MpTest,
                          ::testing::Values(kShm, kTcp, kShmSerial, kTcpSerial),
                          [](const ::testing::TestParamInfo<Transport> &i) {

@@ -1,0 +1,120 @@
+/*
+ * Comm's large single-copy payloads (core/cma.h) copied outside the
+ * worker lock (core/copy_queue.h): a receiver's read of a whole message or
+ * of a split message's head, and a split sender's write of its part.
+ *
+ * While its copy is queued, running or waiting to be concluded, an op is
+ * ended by nothing else: one reading a whole message, or a split receive
+ * whose WDONE came meanwhile, has no UCX request (RECV_READ), and a
+ * writing send neither (SEND_WRITE), so no cancel selects them;
+ * abandon_stuck skips them; shutdown waits for them. A split receive
+ * copying its head still waits on its WDONE receive, which a peer failure
+ * or shutdown may cancel: wdone_done keeps that answer for head_read. A
+ * peer's region read through its mapping here stays mapped (PeerMaps::pin)
+ * until the copy is concluded.
+ */
+#include "core/comm.h"
+#include "core/log.h"
+
+#include <cstddef>
+
+namespace ucxp2p {
+
+namespace {
+
+/** Smaller copies are made inside the callback: the hand-off costs a
+ *  lock round trip and a few microseconds of latency, about what 16-32
+ *  KiB take to copy; from here on a copy holds the lock for tens of
+ *  microseconds or more. */
+constexpr uint64_t kUnlockedCopyMin = 256 * 1024;
+
+Op *op_of(CopyJob *j) {
+    return reinterpret_cast<Op *>(reinterpret_cast<char *>(j) - offsetof(Op, job));
+}
+
+} // namespace
+
+bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
+    const uint64_t bytes = kind == Op::COPY_WHOLE ? op->rts.length
+                           : kind == Op::COPY_HEAD ? op->rts.split
+                                                   : op->length - op->split;
+    if (bytes < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
+        return false;  // shut down: its wait for copies is over or under way
+    }
+    const uint32_t peer = op->entry.peer;
+    op->copy_src = op->copy_epochs = nullptr;
+    if (kind == Op::COPY_TAIL) {
+        op->copy_remote = remote;
+        op->stage = Op::SEND_WRITE;
+        op->request = op;  // its ACK receive ended (linked since its post)
+    } else {
+        cma::ReadResult known;
+        if (!read_source(peer, op->rts, &op->copy_src, &op->copy_epochs, &known)) {
+            return false;  // answered without reading: the caller's read_from
+        }
+        if (op->copy_src != nullptr) peers_[peer].maps.pin();
+        if (kind == Op::COPY_WHOLE) {
+            if (op->request == nullptr) link(op);  // matched inside post()
+            op->request = op;  // its receive ended
+            op->stage = Op::RECV_READ;
+        }
+        // COPY_HEAD: RECV_SPLIT, its WDONE receive stays in UCX.
+    }
+    op->copy = kind;
+    op->job.copy = copy_job_run;
+    op->job.conclude = copy_job_conclude;
+    ++copies_;
+    ctx_->progress().copy_due_locked(&op->job);
+    return true;
+}
+
+void Comm::copy_job_run(CopyJob *j) {
+    Op *op = op_of(j);
+    const pid_t pid = static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid);
+    const cma::Rts &rts = op->rts;
+    int err = 0;
+    cma::ReadResult r;
+    if (op->copy == Op::COPY_TAIL) {
+        r = cma::write(pid, static_cast<uint8_t *>(op->buffer) + op->split,
+                       op->length - op->split, op->copy_remote + op->split, &err);
+    } else {
+        const uint64_t len = op->copy == Op::COPY_WHOLE ? rts.length : rts.split;
+        if (op->copy_src != nullptr) {
+            r = cma::copy_mapped(op->copy_src, len, op->buffer, op->copy_epochs,
+                                 rts.seq, rts.epoch);
+        } else {
+            r = cma::read(pid, rts, 0, len, op->buffer, &err);
+        }
+    }
+    op->copy_result = r;
+    op->copy_err = err;
+}
+
+void Comm::copy_job_conclude(CopyJob *j) {
+    Op *op = op_of(j);
+    Comm *c = op->comm;
+    const Op::CopyKind kind = op->copy;
+    op->copy = Op::NO_COPY;
+    --c->copies_;
+    if (op->copy_src != nullptr) c->peers_[op->entry.peer].maps.unpin();
+    const cma::ReadResult r = op->copy_result;
+    const int err = op->copy_err;
+    switch (kind) {
+    case Op::COPY_WHOLE: {
+        const cma::Rts rts = op->rts;  // conclude_read recycles the op
+        c->conclude_read(op, rts, r, err);
+        return;
+    }
+    case Op::COPY_HEAD:
+        c->head_read(op, r, err);
+        return;
+    case Op::COPY_TAIL:
+        op->stage = Op::SEND_RTS;  // where on_cts left it
+        c->tail_written(op, r, err);
+        return;
+    case Op::NO_COPY:
+        break;
+    }
+}
+
+} // namespace ucxp2p
