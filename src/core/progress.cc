@@ -105,6 +105,13 @@ unsigned Progress::take_in_locked() {
 }
 
 unsigned Progress::progress_locked() {
+    // Copies that ended (made by this thread since its last round, or by
+    // another) are concluded before anything more is taken in: their
+    // answers (a WDONE, an ACK) go out ahead of what arrived meanwhile, as
+    // when the copy ran inside the callback. (A keepalive reply saying the
+    // peer closed its endpoint, taken in first, would fail the endpoint
+    // the WDONE of a written part needs.)
+    if (copies_.copied()) copies_.conclude_locked();
     const unsigned n = take_in_locked();
     after_locked();
     return n;
