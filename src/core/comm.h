@@ -59,7 +59,8 @@ struct Op {
                            RECV_SPLIT, RECV_READ, SEND_WRITE } stage = PLAIN;
     // Its copy outside the worker lock (comm_copy.cc): queued, copying or
     // copied, until concluded; nothing else ends the op meanwhile.
-    enum CopyKind : uint8_t { NO_COPY, COPY_WHOLE, COPY_HEAD, COPY_TAIL };
+    // COPY_PUSH: a staged receive's bytes to the device (core/staging.h).
+    enum CopyKind : uint8_t { NO_COPY, COPY_WHOLE, COPY_HEAD, COPY_TAIL, COPY_PUSH };
     CopyKind copy = NO_COPY;
     bool wdone_pending = false;  // COPY_HEAD: its WDONE came meanwhile
     bool bounced = false;        // small receive landed in bounce[] first
@@ -97,6 +98,7 @@ struct Op {
     const uint8_t *copy_src = nullptr;
     const uint8_t *copy_epochs = nullptr;
     uint64_t copy_remote = 0;
+    size_t copy_bytes = 0;           // COPY_PUSH: the bytes received
     cma::ReadResult copy_result = cma::ReadResult::OK;
     int copy_err = 0;
     ucs_status_t wdone_st = UCS_OK;  // see wdone_pending
@@ -414,8 +416,13 @@ private:
     /** Report op (status ps, bytes moved) and recycle it. Worker lock held. */
     void finish(Op *op, p2p_status_t ps, size_t bytes) {
         if (__builtin_expect(op->mem->shadow != nullptr, 0)) {
+            if (defer_push(op, ps, bytes)) return;  // report() once on the device
             ps = staged_done(op, ps, bytes);
         }
+        report(op, ps, bytes);
+    }
+    /** finish() past the staged copy. Worker lock held. */
+    void report(Op *op, p2p_status_t ps, size_t bytes) {
         if (op->request != nullptr) {
             unlink(op);
             op->request = nullptr;
@@ -450,6 +457,10 @@ private:
      *  COPY_TAIL writes our part to remote. False, nothing done, when the
      *  copy is too small to be worth it: the caller copies now. */
     bool defer_copy(Op *op, Op::CopyKind kind, uint64_t remote = 0);
+    /** finish() of a staged receive of ps == P2P_OK: copy its bytes to
+     *  the device outside the worker lock (COPY_PUSH), then report() it;
+     *  false (nothing done) for a send, a failure or a small receive. */
+    bool defer_push(Op *op, p2p_status_t ps, size_t bytes);
     static void copy_job_run(CopyJob *j);       // no lock held
     static void copy_job_conclude(CopyJob *j);  // worker lock held
     /** on_cts's second half: our part was written (r, err). */

@@ -1,13 +1,15 @@
 /*
  * Comm's large single-copy payloads (core/cma.h) copied outside the
  * worker lock (core/copy_queue.h): a receiver's read of a whole message or
- * of a split message's head, and a split sender's write of its part.
+ * of a split message's head, and a split sender's write of its part; and
+ * a large staged receive's copy to the device (core/staging.h).
  *
  * While its copy is queued, running or waiting to be concluded, an op is
- * ended by nothing else: one reading a whole message, or a split receive
- * whose WDONE came meanwhile, has no UCX request (RECV_READ), and a
- * writing send neither (SEND_WRITE), so no cancel selects them;
- * abandon_stuck skips them; shutdown waits for them. A split receive
+ * ended by nothing else: one reading a whole message, a split receive
+ * whose WDONE came meanwhile or a staged receive copied to the device has
+ * no UCX request (RECV_READ), and a writing send neither (SEND_WRITE), so
+ * no cancel selects them; abandon_stuck skips them; shutdown waits for
+ * them. A split receive
  * copying its head still waits on its WDONE receive, which a peer failure
  * or shutdown may cancel: wdone_done keeps that answer for head_read. A
  * peer's region read through its mapping here stays mapped (PeerMaps::pin)
@@ -68,8 +70,30 @@ bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
     return true;
 }
 
+bool Comm::defer_push(Op *op, p2p_status_t ps, size_t bytes) {
+    if (op->is_send || ps != P2P_OK || bytes < kUnlockedCopyMin ||
+        shut_.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    if (op->request == nullptr) link(op);  // finished inside post()
+    op->request = op;  // its UCX part is over
+    op->stage = Op::RECV_READ;
+    op->copy_src = nullptr;
+    op->copy_bytes = bytes;
+    op->copy = Op::COPY_PUSH;
+    op->job.copy = copy_job_run;
+    op->job.conclude = copy_job_conclude;
+    ++copies_;
+    ctx_->progress().copy_due_locked(&op->job);
+    return true;
+}
+
 void Comm::copy_job_run(CopyJob *j) {
     Op *op = op_of(j);
+    if (op->copy == Op::COPY_PUSH) {
+        op->copy_err = op->mem->shadow->push(op->buffer, op->copy_bytes);
+        return;
+    }
     const pid_t pid = static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid);
     const cma::Rts &rts = op->rts;
     int err = 0;
@@ -111,6 +135,9 @@ void Comm::copy_job_conclude(CopyJob *j) {
     case Op::COPY_TAIL:
         op->stage = Op::SEND_RTS;  // where on_cts left it
         c->tail_written(op, r, err);
+        return;
+    case Op::COPY_PUSH:
+        c->report(op, static_cast<p2p_status_t>(err), op->copy_bytes);
         return;
     case Op::NO_COPY:
         break;

@@ -15,8 +15,9 @@
  *
  * The copies are synchronous cuMemcpyDtoH/HtoD calls in the registration's
  * CUDA context (the one the memory names, else the one current on the
- * registering thread), pushed on the calling thread (the progress thread for most
- * receives). The shadow is page-locked with cuMemHostRegister where the
+ * registering thread), made on the calling thread; a receive's copy of
+ * 256 KiB or more runs outside the worker lock (core/comm_copy.cc), so
+ * other threads' posts do not wait for it. The shadow is page-locked with cuMemHostRegister where the
  * driver allows, for full copy bandwidth; else the copies go through the
  * driver's own staging, slower but correct.
  */

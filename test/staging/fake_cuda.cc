@@ -98,6 +98,10 @@ int copy(bool to_device, void *host, unsigned long long dev, size_t n) {
     if (take_failure(to_device ? stats().fail_htod : stats().fail_dtoh)) return kInvalidValue;
     char *rw = r->rw + (static_cast<uintptr_t>(dev) - reinterpret_cast<uintptr_t>(r->dev));
     if (to_device) {
+        if (n >= (size_t(256) << 10) && stats().hold_htod.exchange(false)) {
+            stats().htod_held = true;
+            while (!stats().htod_release.load()) usleep(1000);
+        }
         std::memcpy(rw, host, n);
         ++stats().htod;
         stats().htod_bytes += static_cast<long>(n);

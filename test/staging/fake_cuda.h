@@ -34,6 +34,9 @@ struct Stats {
     // The memory names no context (as stream-ordered pool memory): the
     // pointer's context attribute answers a null context.
     std::atomic<bool> no_ptr_ctx{false};
+    // While hold_htod is set, the next copy to the device of 256 KiB or
+    // more sets htod_held and waits until htod_release is set.
+    std::atomic<bool> hold_htod{false}, htod_held{false}, htod_release{false};
 };
 Stats &stats();
 

@@ -26,6 +26,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -323,6 +325,70 @@ TEST_F(Staged, FailedCopyToTheDeviceFailsTheReceive) {
     }
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(dst.mem));  // nothing left in flight
     dst.mem = nullptr;
+}
+
+// A large staged receive is copied to the device outside the worker lock:
+// while that copy is held (in the fake driver), a 64-byte send and receive
+// of host memory posted from this thread return, and the held receive
+// completes once the copy goes on. (Before, the progress thread made the
+// copy with the lock held and the posts waited for it.) A watchdog lets
+// the copy go after 20 s.
+TEST_F(Staged, PostsGoOnWhileAReceiveIsCopiedToTheDevice) {
+    const size_t kLen = size_t(1) << 20;
+    DevBuf src(ctx_, kLen), dst(ctx_, kLen);
+    ASSERT_EQ(P2P_OK, src.reg);
+    ASSERT_EQ(P2P_OK, dst.reg);
+    uint8_t host[128] = {};
+    p2p_mem_h hm = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, host, sizeof(host), &hm));
+    fakecuda::Stats &fs = fakecuda::stats();
+    fs.htod_held = false;
+    fs.htod_release = false;
+    fs.hold_htod = true;
+    struct Release {  // never leave the copier held
+        ~Release() { fakecuda::stats().htod_release = true; }
+    } release;
+    fill(src.rw(), kLen, 61);
+    ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 61, dst.at(0), kLen, dst.mem, &dst));
+    ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 61, src.at(0), kLen, src.mem, &src));
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!fs.htod_held.load()) {
+        ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20))
+            << "the receive never reached its copy to the device";
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::atomic<bool> posted{false};
+    std::thread watchdog([&] {
+        const auto w0 = std::chrono::steady_clock::now();
+        while (!posted.load() && std::chrono::steady_clock::now() - w0 < std::chrono::seconds(20)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        fakecuda::stats().htod_release = true;
+    });
+    std::memset(host, 7, 64);
+    EXPECT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, 62, host + 64, 64, hm, &hm));
+    EXPECT_EQ(P2P_OK, p2p_comm_send(comm_, 0, 62, host, 64, hm, &hm));
+    const bool held = !fs.htod_release.load();
+    posted = true;
+    watchdog.join();
+    EXPECT_TRUE(held) << "posts waited for the staged receive's copy to the device";
+    bool big_recv = false, small_recv = false;
+    for (int i = 0; i < 2; ++i) {
+        p2p_completion_t c = wait_one(P2P_QUEUE_RECV);
+        EXPECT_EQ(P2P_OK, c.status);
+        if (c.user_context == &dst) {
+            big_recv = true;
+            EXPECT_EQ(kLen, c.bytes);
+        } else {
+            small_recv = c.user_context == static_cast<void *>(&hm);
+        }
+    }
+    EXPECT_TRUE(big_recv && small_recv);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
+    EXPECT_EQ(0u, wrong(dst.rw(), kLen, 61));
+    EXPECT_EQ(7, host[64 + 63]);
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(hm));
 }
 
 // A canceled receive into staged memory copies nothing to the device; the
