@@ -54,7 +54,10 @@ bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
         if (!read_source(peer, op->rts, &op->copy_src, &op->copy_epochs, &known)) {
             return false;  // answered without reading: the caller's read_from
         }
-        if (op->copy_src != nullptr) peers_[peer].maps.pin();
+        if (op->copy_src != nullptr) {
+            peers_[peer].maps.pin(op->copy_src);
+            peers_[peer].maps.pin(op->copy_epochs);
+        }
         if (kind == Op::COPY_WHOLE) {
             if (op->request == nullptr) link(op);  // matched inside post()
             op->request = op;  // its receive ended
@@ -120,7 +123,10 @@ void Comm::copy_job_conclude(CopyJob *j) {
     const Op::CopyKind kind = op->copy;
     op->copy = Op::NO_COPY;
     --c->copies_;
-    if (op->copy_src != nullptr) c->peers_[op->entry.peer].maps.unpin();
+    if (op->copy_src != nullptr) {
+        c->peers_[op->entry.peer].maps.unpin(op->copy_src);
+        c->peers_[op->entry.peer].maps.unpin(op->copy_epochs);
+    }
     const cma::ReadResult r = op->copy_result;
     const int err = op->copy_err;
     switch (kind) {

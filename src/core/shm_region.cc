@@ -96,27 +96,38 @@ const uint8_t *PeerMaps::get(pid_t pid, int fd, uint64_t ino, uint64_t length,
         errno = e;
         return nullptr;
     }
-    if (maps_.size() >= kMaxMaps && pinned_ == 0) {
-        auto lru = std::min_element(maps_.begin(), maps_.end(),
-                                    [](const Map &a, const Map &b) { return a.used < b.used; });
-        munmap(const_cast<uint8_t *>(lru->ptr), lru->length);
-        maps_.erase(lru);
+    if (maps_.size() >= kMaxMaps) {
+        // The least recently used one no copy reads (none: map beyond).
+        auto lru = maps_.end();
+        for (auto it = maps_.begin(); it != maps_.end(); ++it) {
+            if (it->pins == 0 && (lru == maps_.end() || it->used < lru->used)) lru = it;
+        }
+        if (lru != maps_.end()) {
+            munmap(const_cast<uint8_t *>(lru->ptr), lru->length);
+            maps_.erase(lru);
+        }
     }
     maps_.push_back({ino, fd, static_cast<const uint8_t *>(p),
-                     static_cast<size_t>(length), tick_});
+                     static_cast<size_t>(length), tick_, 0});
     if (fresh != nullptr) *fresh = true;
     return static_cast<const uint8_t *>(p);
 }
 
 size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
-    if (closed == closed_seen_ || pinned_ != 0) return 0;  // pinned: a later call
+    if (closed == closed_seen_ && !drop_due_) return 0;
     closed_seen_ = closed;
+    drop_due_ = false;
     size_t dropped = 0;
     for (size_t i = 0; i < maps_.size();) {
         Map &m = maps_[i];
         struct stat sb;
         if (m.ptr == keep ||
             (stat(FdPath(pid, m.fd).s, &sb) == 0 && static_cast<uint64_t>(sb.st_ino) == m.ino)) {
+            ++i;
+            continue;
+        }
+        if (m.pins != 0) {  // freed by its owner, but a copy reads it
+            drop_due_ = true;
             ++i;
             continue;
         }
@@ -129,10 +140,38 @@ size_t PeerMaps::drop_closed(pid_t pid, uint64_t closed, const uint8_t *keep) {
 }
 
 void PeerMaps::clear() {
-    clear_due_ = pinned_ != 0;
-    if (clear_due_) return;
-    for (Map &m : maps_) munmap(const_cast<uint8_t *>(m.ptr), m.length);
-    maps_.clear();
+    clear_due_ = pinned_ != 0;  // the pinned ones once the last unpin comes
+    for (size_t i = 0; i < maps_.size();) {
+        Map &m = maps_[i];
+        if (m.pins != 0) {
+            ++i;
+            continue;
+        }
+        munmap(const_cast<uint8_t *>(m.ptr), m.length);
+        m = maps_.back();
+        maps_.pop_back();
+    }
+}
+
+PeerMaps::Map *PeerMaps::find(const uint8_t *p) {
+    for (Map &m : maps_) {
+        if (p >= m.ptr && p < m.ptr + m.length) return &m;
+    }
+    return nullptr;
+}
+
+void PeerMaps::pin(const uint8_t *p) {
+    Map *m = find(p);
+    if (m == nullptr) return;
+    ++m->pins;
+    ++pinned_;
+}
+
+void PeerMaps::unpin(const uint8_t *p) {
+    Map *m = find(p);
+    if (m == nullptr || m->pins == 0) return;
+    --m->pins;
+    if (--pinned_ == 0 && clear_due_) clear();
 }
 
 }  // namespace shm

@@ -65,7 +65,11 @@ private:
 class PeerMaps {
 public:
     PeerMaps() = default;
-    ~PeerMaps() { pinned_ = 0; clear(); }
+    ~PeerMaps() {
+        for (Map &m : maps_) m.pins = 0;
+        pinned_ = 0;
+        clear();
+    }
     PeerMaps(const PeerMaps &) = delete;
     PeerMaps &operator=(const PeerMaps &) = delete;
 
@@ -77,13 +81,12 @@ public:
     /** Unmap every region (while pinned: once the last unpin comes). */
     void clear();
     size_t size() const { return maps_.size(); }
-    /** A copy reads what get() returned with no lock held
-     *  (core/copy_queue.h): until the matching unpin, nothing is unmapped
-     *  (get() maps beyond kMaxMaps rather than evict, drop_closed waits). */
-    void pin() { ++pinned_; }
-    void unpin() {
-        if (--pinned_ == 0 && clear_due_) clear();
-    }
+    /** A copy reads the mapping holding p (from get()) with no lock held
+     *  (core/copy_queue.h): until the matching unpin(p), it stays mapped
+     *  (get() evicts others or maps beyond kMaxMaps, drop_closed and
+     *  clear leave it for later). No-op for an address not mapped here. */
+    void pin(const uint8_t *p);
+    void unpin(const uint8_t *p);
     /** The peer's count of closed regions (cma::regions_closed) is now
      *  closed: when it moved since the last call, unmap every region whose
      *  fd in the peer no longer is its memfd (freed there; our mapping
@@ -100,12 +103,15 @@ private:
         const uint8_t *ptr;
         size_t length;
         uint64_t used;
+        uint32_t pins;
     };
+    Map *find(const uint8_t *p);
     std::vector<Map> maps_;
     uint64_t tick_ = 0;
     uint64_t closed_seen_ = 0;
-    uint32_t pinned_ = 0;
-    bool clear_due_ = false;
+    uint32_t pinned_ = 0;     // pins over all maps
+    bool clear_due_ = false;  // clear() waits for the last unpin
+    bool drop_due_ = false;   // drop_closed skipped a pinned map: look again
 };
 
 }  // namespace shm

@@ -206,44 +206,61 @@ TEST(ShmRegion, ForkedChildHasItsOwnEpochTable) {
     EXPECT_FALSE(cma::epoch_moved(table, seq, rts.epoch));
 }
 
-// A copy reading a mapping with no lock held pins the cache: nothing is
-// unmapped under it (no eviction past kMaxMaps, clear waits for the last
-// unpin, drop_closed waits for a later call).
-TEST(ShmRegion, PinnedPeerMapsUnmapNothingUntilUnpinned) {
+// A copy reading a mapping with no lock held pins it: nothing unmaps a
+// pinned mapping (eviction takes an unpinned one, or maps beyond kMaxMaps
+// when all are pinned; clear and drop_closed leave it for later), while
+// the others go as before.
+TEST(ShmRegion, PinnedPeerMapsStayUntilUnpinned) {
     const size_t n = shm::PeerMaps::kMaxMaps + 2;
     std::vector<std::unique_ptr<shm::Region>> regions;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n + 1; ++i) {
         regions.emplace_back(new shm::Region());
         ASSERT_TRUE(regions.back()->create(4096, "ucxp2p-test"));
         std::memset(regions.back()->data(), static_cast<int>(i + 1), 4096);
     }
-    shm::PeerMaps maps;
-    const shm::Region &first = *regions[0];
-    const uint8_t *p0 = maps.get(getpid(), first.fd(), first.ino(), first.length());
-    ASSERT_NE(nullptr, p0);
-    maps.pin();
-    maps.pin();
-    for (size_t i = 1; i < n; ++i) {
+    auto get = [&](shm::PeerMaps &m, size_t i, bool *fresh = nullptr) {
         const shm::Region &r = *regions[i];
-        ASSERT_NE(nullptr, maps.get(getpid(), r.fd(), r.ino(), r.length()));
-    }
-    EXPECT_EQ(n, maps.size());  // beyond the bound, the oldest kept
+        return m.get(getpid(), r.fd(), r.ino(), r.length(), fresh);
+    };
+    shm::PeerMaps maps;
+    const uint8_t *p0 = get(maps, 0);
+    ASSERT_NE(nullptr, p0);
+    maps.pin(p0 + 100);  // any address inside it
+    maps.pin(p0);
+    bool fresh = false;
+    for (size_t i = 1; i < n; ++i) ASSERT_NE(nullptr, get(maps, i));
+    EXPECT_EQ(shm::PeerMaps::kMaxMaps, maps.size());  // others were evicted
+    EXPECT_NE(nullptr, get(maps, 0, &fresh));
+    EXPECT_FALSE(fresh);  // the oldest, but pinned: kept
     EXPECT_EQ(1, p0[4095]);
-    // Region 1 freed by its owner: not dropped while pinned.
-    const uint64_t closed = 1;
-    regions[1].reset();
-    EXPECT_EQ(0u, maps.drop_closed(getpid(), closed, nullptr));
+    // Freed by its owner: the unpinned ones are dropped, the pinned one
+    // at the next call after its last unpin.
+    const uint8_t *p1 = get(maps, n - 1);
+    ASSERT_NE(nullptr, p1);
+    regions[0].reset();
+    regions[n - 1].reset();
+    EXPECT_EQ(1u, maps.drop_closed(getpid(), 1, nullptr));
+    EXPECT_EQ(1, p0[4095]);
+    maps.unpin(p0);
+    maps.unpin(p0 + 100);
+    EXPECT_EQ(1u, maps.drop_closed(getpid(), 1, nullptr));  // same count: looks again
+    EXPECT_EQ(0u, maps.drop_closed(getpid(), 1, nullptr));
+    // clear leaves a pinned one until its last unpin.
+    const uint8_t *p2 = get(maps, 2);
+    ASSERT_NE(nullptr, p2);
+    maps.pin(p2);
     maps.clear();
-    EXPECT_EQ(n, maps.size());
-    EXPECT_EQ(1, p0[4095]);  // still mapped: reading it does not fault
-    maps.unpin();
-    EXPECT_EQ(n, maps.size());
-    maps.unpin();  // the last: the clear asked for above happens now
-    EXPECT_EQ(0u, maps.size());
-    // Unpinned, clear is immediate again and drop_closed works.
-    const shm::Region &r2 = *regions[2];
-    ASSERT_NE(nullptr, maps.get(getpid(), r2.fd(), r2.ino(), r2.length()));
     EXPECT_EQ(1u, maps.size());
-    maps.clear();
+    EXPECT_EQ(3, p2[4095]);  // still mapped: reading it does not fault
+    maps.unpin(p2);
     EXPECT_EQ(0u, maps.size());
+    // All pinned: a new one maps beyond the bound.
+    shm::PeerMaps full;
+    for (size_t i = 1; i <= shm::PeerMaps::kMaxMaps; ++i) {
+        const uint8_t *p = get(full, i);
+        ASSERT_NE(nullptr, p);
+        full.pin(p);
+    }
+    ASSERT_NE(nullptr, get(full, n));
+    EXPECT_EQ(shm::PeerMaps::kMaxMaps + 1, full.size());
 }
