@@ -75,7 +75,10 @@ bool progress_until(Context &ctx, Done done, int64_t deadline_ns) {
         }
         if (copies != nullptr) {
             ctx.progress().copies().run(copies);
-            continue;  // concluded by the next round
+            if (now_ns() <= deadline_ns) continue;  // concluded by the next round
+            std::lock_guard<Mutex> lock(ctx.worker_mu());
+            ctx.progress().progress_locked();  // concludes them
+            return done();
         }
         if (now_ns() > deadline_ns) {
             return false;

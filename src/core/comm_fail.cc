@@ -157,7 +157,10 @@ void Comm::abandon_stuck() {
         const uint32_t peer = op->entry.peer;
         const Peer &p = peers_[peer];
         if (!p.ep_error || p.dead_since_ns == 0) continue;
-        if (op->copy != Op::NO_COPY) continue;  // ends with its copy (comm_copy.cc)
+        if (op->copy != Op::NO_COPY) {  // ends with its copy (comm_copy.cc),
+            waiting = true;               // or goes on waiting: look again
+            continue;
+        }
         if (now - p.dead_since_ns < grace_ns) {
             waiting = true;
             continue;

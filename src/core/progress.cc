@@ -110,7 +110,8 @@ unsigned Progress::progress_locked() {
     // answers (a WDONE, an ACK) go out ahead of what arrived meanwhile, as
     // when the copy ran inside the callback. (A keepalive reply saying the
     // peer closed its endpoint, taken in first, would fail the endpoint
-    // the WDONE of a written part needs.)
+    // the WDONE of a written part needs. Every progress call does so; a
+    // reply another thread takes in while the copy runs still can.)
     if (copies_.copied()) copies_.conclude_locked();
     const unsigned n = take_in_locked();
     after_locked();
@@ -141,6 +142,7 @@ bool Progress::try_progress_from_user() {
     // busy_polls is not reset here: a thread-local in a shared library
     // costs a __tls_get_addr call, on every poll; a stale count only
     // yields once a little earlier next time the lock is busy.
+    if (copies_.copied()) copies_.conclude_locked();  // see progress_locked
     ucp_worker_progress(worker_);
     after_locked();
     CopyJob *copies = copies_.claim_locked();
@@ -158,6 +160,7 @@ bool Progress::try_progress_from_user() {
 
 bool Progress::progress_once() {
     std::unique_lock<Mutex> lock(worker_mu_);  // the asymmetric side: plain stores
+    if (copies_.copied()) copies_.conclude_locked();  // see progress_locked
     bool did = ucp_worker_progress(worker_) != 0;
     after_locked();
     CopyJob *copies = copies_.claim_locked();
@@ -255,7 +258,13 @@ void Progress::run_backstop() {
             busy = st == UCS_ERR_BUSY;
         }
         worker_mu_.unlock_rare();
-        if (copies != nullptr) copies_.run(copies);
+        if (copies != nullptr) {
+            copies_.run(copies);
+            // An application that began to wait meanwhile sleeps on the
+            // worker's events, which the copy's end is not: wake it to
+            // conclude them (it keeps this thread away while it waits).
+            if (app_waiting_.load(std::memory_order_relaxed)) wake_idle();
+        }
         if (armed) {
             timeout = tick;
         } else if (quiet >= kSettleRounds && !busy) {
