@@ -59,8 +59,11 @@ struct Op {
                            RECV_SPLIT, RECV_READ, SEND_WRITE } stage = PLAIN;
     // Its copy outside the worker lock (comm_copy.cc): queued, copying or
     // copied, until concluded; nothing else ends the op meanwhile.
-    // COPY_PUSH: a staged receive's bytes to the device (core/staging.h).
-    enum CopyKind : uint8_t { NO_COPY, COPY_WHOLE, COPY_HEAD, COPY_TAIL, COPY_PUSH };
+    // COPY_REST: a split receive reads the sender's part too (WDONE
+    // NOT_ALLOWED). COPY_PUSH: a staged receive's bytes to the device
+    // (core/staging.h).
+    enum CopyKind : uint8_t { NO_COPY, COPY_WHOLE, COPY_HEAD, COPY_REST, COPY_TAIL,
+                              COPY_PUSH };
     CopyKind copy = NO_COPY;
     bool wdone_pending = false;  // COPY_HEAD: its WDONE came meanwhile
     bool bounced = false;        // small receive landed in bounce[] first
@@ -454,6 +457,7 @@ private:
                      const uint8_t **epochs, cma::ReadResult *r);
     /** Copy outside the worker lock (comm_copy.cc) what op's stage needs
      *  next: kind COPY_WHOLE reads all of op->rts, COPY_HEAD its head,
+     *  COPY_REST the rest,
      *  COPY_TAIL writes our part to remote. False, nothing done, when the
      *  copy is too small to be worth it: the caller copies now. */
     bool defer_copy(Op *op, Op::CopyKind kind, uint64_t remote = 0);

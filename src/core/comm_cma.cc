@@ -307,6 +307,9 @@ void Comm::wdone_done(Op *op, ucs_status_t st) {
     int err = op->head_err;
     if (r == cma::ReadResult::OK && wdone == cma::WDONE_NOT_ALLOWED) {
         // The sender may not write into this process: read its part too.
+        if (defer_copy(op, Op::COPY_REST)) {
+            return;  // comm_copy.cc concludes it
+        }
         r = read_from(src, rts, rts.split, rts.length - rts.split, op->buffer, &err);
     }
     const cma::Rts rts_copy = rts;  // finish() recycles the op

@@ -39,6 +39,7 @@ Op *op_of(CopyJob *j) {
 bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
     const uint64_t bytes = kind == Op::COPY_WHOLE ? op->rts.length
                            : kind == Op::COPY_HEAD ? op->rts.split
+                           : kind == Op::COPY_REST ? op->rts.length - op->rts.split
                                                    : op->length - op->split;
     if (bytes < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
         return false;  // shut down: its wait for copies is over or under way
@@ -58,9 +59,9 @@ bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
             peers_[peer].maps.pin(op->copy_src);
             peers_[peer].maps.pin(op->copy_epochs);
         }
-        if (kind == Op::COPY_WHOLE) {
+        if (kind != Op::COPY_HEAD) {
             if (op->request == nullptr) link(op);  // matched inside post()
-            op->request = op;  // its receive ended
+            op->request = op;  // its receive (or WDONE receive) ended
             op->stage = Op::RECV_READ;
         }
         // COPY_HEAD: RECV_SPLIT, its WDONE receive stays in UCX.
@@ -105,12 +106,16 @@ void Comm::copy_job_run(CopyJob *j) {
         r = cma::write(pid, static_cast<uint8_t *>(op->buffer) + op->split,
                        op->length - op->split, op->copy_remote + op->split, &err);
     } else {
-        const uint64_t len = op->copy == Op::COPY_WHOLE ? rts.length : rts.split;
+        const uint64_t off = op->copy == Op::COPY_REST ? rts.split : 0;
+        const uint64_t len = op->copy == Op::COPY_WHOLE ? rts.length
+                             : op->copy == Op::COPY_HEAD ? rts.split
+                                                         : rts.length - rts.split;
         if (op->copy_src != nullptr) {
-            r = cma::copy_mapped(op->copy_src, len, op->buffer, op->copy_epochs,
-                                 rts.seq, rts.epoch);
+            r = cma::copy_mapped(op->copy_src + off, len,
+                                 static_cast<uint8_t *>(op->buffer) + off,
+                                 op->copy_epochs, rts.seq, rts.epoch);
         } else {
-            r = cma::read(pid, rts, 0, len, op->buffer, &err);
+            r = cma::read(pid, rts, off, len, op->buffer, &err);
         }
     }
     op->copy_result = r;
@@ -130,7 +135,8 @@ void Comm::copy_job_conclude(CopyJob *j) {
     const cma::ReadResult r = op->copy_result;
     const int err = op->copy_err;
     switch (kind) {
-    case Op::COPY_WHOLE: {
+    case Op::COPY_WHOLE:
+    case Op::COPY_REST: {
         const cma::Rts rts = op->rts;  // conclude_read recycles the op
         c->conclude_read(op, rts, r, err);
         return;
