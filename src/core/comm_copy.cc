@@ -5,15 +5,15 @@
  * a large staged receive's copy to the device (core/staging.h).
  *
  * While its copy is queued, running or waiting to be concluded, an op is
- * ended by nothing else: one reading a whole message, a split receive
- * whose WDONE came meanwhile or a staged receive copied to the device has
- * no UCX request (RECV_READ), and a writing send neither (SEND_WRITE), so
- * no cancel selects them; abandon_stuck skips them; shutdown waits for
- * them. A split receive
+ * ended by nothing else: one reading a whole message (or the sender's part
+ * of a split one), a split receive whose WDONE came meanwhile or a staged
+ * receive copied to the device has no UCX request (RECV_READ), and a
+ * writing send neither (SEND_WRITE), so no cancel selects them;
+ * abandon_stuck skips them; shutdown waits for them. A split receive
  * copying its head still waits on its WDONE receive, which a peer failure
- * or shutdown may cancel: wdone_done keeps that answer for head_read. A
- * peer's region read through its mapping here stays mapped (PeerMaps::pin)
- * until the copy is concluded.
+ * or shutdown may cancel: wdone_done keeps that answer for head_read. The
+ * peer's mapped region a copy reads, and its epoch table, stay mapped
+ * (PeerMaps::pin) until the copy is concluded.
  */
 #include "core/comm.h"
 #include "core/log.h"

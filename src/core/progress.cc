@@ -261,9 +261,11 @@ void Progress::run_backstop() {
         if (copies != nullptr) {
             copies_.run(copies);
             // An application that began to wait meanwhile sleeps on the
-            // worker's events, which the copy's end is not: wake it to
-            // conclude them (it keeps this thread away while it waits).
-            if (app_waiting_.load(std::memory_order_relaxed)) wake_idle();
+            // worker's events, which the copy's end is not, and keeps this
+            // thread away while it waits: wake it to conclude them. (Always:
+            // it may begin to wait right after a look at app_waiting_; an
+            // idle() that is not sleeping returns once, early.)
+            wake_idle();
         }
         if (armed) {
             timeout = tick;
