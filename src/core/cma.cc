@@ -354,6 +354,17 @@ ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
     return epoch_moved(epoch_table, seq, epoch) ? ReadResult::CANCELLED : ReadResult::OK;
 }
 
+ReadResult copy_in(pid_t pid, const Rts &rts, const uint8_t *base,
+                   const uint8_t *epochs, uint64_t off, uint64_t len, void *dst,
+                   int *err) {
+    *err = 0;
+    if (base != nullptr) {
+        return copy_mapped(base + off, len, static_cast<uint8_t *>(dst) + off, epochs,
+                           rts.seq, rts.epoch);
+    }
+    return read(pid, rts, off, len, dst, err);
+}
+
 ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,
                  int *err) {
     const uint8_t *s = static_cast<const uint8_t *>(src);

@@ -197,6 +197,14 @@ bool epoch_moved(const uint8_t *epoch_table, uint32_t seq, uint64_t epoch);
 ReadResult copy_mapped(const uint8_t *src, uint64_t len, void *dst,
                        const uint8_t *epoch_table, uint32_t seq, uint64_t epoch);
 
+/** Read bytes [off, off + len) of the sender's payload (rts) into dst +
+ *  off: copy_mapped from base, its payload's first byte in its region
+ *  mapped here (epochs: its epoch table), or read() from pid when base is
+ *  nullptr. */
+ReadResult copy_in(pid_t pid, const Rts &rts, const uint8_t *base,
+                   const uint8_t *epochs, uint64_t off, uint64_t len, void *dst,
+                   int *err);
+
 /** Write len bytes from src to remote in pid (the sender's part of a split
  *  message). CANCELLED is never returned. */
 ReadResult write(pid_t pid, const void *src, uint64_t len, uint64_t remote,

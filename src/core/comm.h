@@ -355,23 +355,22 @@ private:
     void post_rts(Op *op, const PostItem &it, ucp_ep_h ep);
     void on_rts(Op *op, const cma::Rts &rts);
     void on_split_rts(Op *op, const cma::Rts &rts);
-    /** Read [off, off + len) of a single-copy sender's buffer into dst + off:
-     *  a memcpy from its mapped region when it has one, else
-     *  process_vm_readv. */
-    cma::ReadResult read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
-                              uint64_t len, void *dst, int *err);
-    /** read_from's first half: *base = the sender's region mapped here
-     *  (its payload's first byte) and *epochs its epoch table, or both
-     *  nullptr (process_vm_readv). False when the answer is known without
-     *  reading (*r: withdrawn). Worker lock held. */
+    /** Where a single-copy sender's payload is read from: *base = its
+     *  region mapped here (the payload's first byte) and *epochs its epoch
+     *  table, or both nullptr (process_vm_readv). False when the answer is
+     *  known without reading (*r: withdrawn). Worker lock held. */
     bool read_source(uint32_t src, const cma::Rts &rts, const uint8_t **base,
                      const uint8_t **epochs, cma::ReadResult *r);
-    /** Copy outside the worker lock (comm_copy.cc) what op's stage needs
-     *  next: kind COPY_WHOLE reads all of op->rts, COPY_HEAD its head,
-     *  COPY_REST the rest,
-     *  COPY_TAIL writes our part to remote. False, nothing done, when the
-     *  copy is too small to be worth it: the caller copies now. */
-    bool defer_copy(Op *op, Op::CopyKind kind, uint64_t remote = 0);
+    /** Read what kind names of op->rts into op->buffer (COPY_WHOLE: all of
+     *  it, COPY_HEAD: its head, COPY_REST: the rest): now, false with the
+     *  answer in *r and *err; or, from 256 KiB, outside the worker lock
+     *  (comm_copy.cc), true: the copy's conclusion goes on. */
+    bool read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err);
+    /** Write our part of split send op to remote in the receiver: as
+     *  read_payload (COPY_TAIL). */
+    bool write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err);
+    static cma::ReadResult write_tail(Op *op, int *err);  // the write itself
+    void queue_copy(Op *op, Op::CopyKind kind);  // hand op's copy to Progress
     /** finish() of a staged receive of ps == P2P_OK: copy its bytes to
      *  the device outside the worker lock (COPY_PUSH), then report() it;
      *  false (nothing done) for a send, a failure or a small receive. */

@@ -107,27 +107,12 @@ void Comm::on_rts(Op *op, const cma::Rts &rts) {
         return;
     }
     op->rts = rts;
-    if (defer_copy(op, Op::COPY_WHOLE)) {
+    cma::ReadResult r;
+    int err = 0;
+    if (read_payload(op, Op::COPY_WHOLE, &r, &err)) {
         return;  // comm_copy.cc concludes it
     }
-    int err = 0;
-    cma::ReadResult r = read_from(src, rts, 0, rts.length, op->buffer, &err);
     conclude_read(op, rts, r, err);
-}
-
-cma::ReadResult Comm::read_from(uint32_t src, const cma::Rts &rts, uint64_t off,
-                                uint64_t len, void *dst, int *err) {
-    const uint8_t *base = nullptr, *epochs = nullptr;
-    cma::ReadResult r;
-    *err = 0;
-    if (!read_source(src, rts, &base, &epochs, &r)) {
-        return r;
-    }
-    if (base != nullptr) {
-        return cma::copy_mapped(base + off, len, static_cast<uint8_t *>(dst) + off,
-                                epochs, rts.seq, rts.epoch);
-    }
-    return cma::read(static_cast<pid_t>(peers_[src].pid), rts, off, len, dst, err);
 }
 
 bool Comm::read_source(uint32_t src, const cma::Rts &rts, const uint8_t **base_p,
@@ -253,11 +238,11 @@ void Comm::on_split_rts(Op *op, const cma::Rts &rts) {
         return;
     }
     send_ack(src, rts.seq, cma::ACK_CTS, reinterpret_cast<uint64_t>(op->buffer));
-    if (defer_copy(op, Op::COPY_HEAD)) {
+    cma::ReadResult r;
+    int err = 0;
+    if (read_payload(op, Op::COPY_HEAD, &r, &err)) {
         return;  // comm_copy.cc calls head_read
     }
-    int err = 0;
-    cma::ReadResult r = read_from(src, rts, 0, rts.split, op->buffer, &err);
     head_read(op, r, err);
 }
 
@@ -307,10 +292,9 @@ void Comm::wdone_done(Op *op, ucs_status_t st) {
     int err = op->head_err;
     if (r == cma::ReadResult::OK && wdone == cma::WDONE_NOT_ALLOWED) {
         // The sender may not write into this process: read its part too.
-        if (defer_copy(op, Op::COPY_REST)) {
+        if (read_payload(op, Op::COPY_REST, &r, &err)) {
             return;  // comm_copy.cc concludes it
         }
-        r = read_from(src, rts, rts.split, rts.length - rts.split, op->buffer, &err);
     }
     const cma::Rts rts_copy = rts;  // finish() recycles the op
     conclude_read(op, rts_copy, r, err);
@@ -402,13 +386,11 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
 }
 
 void Comm::on_cts(Op *op, uint64_t remote) {
-    if (defer_copy(op, Op::COPY_TAIL, remote)) {
+    cma::ReadResult r;
+    int err = 0;
+    if (write_part(op, remote, &r, &err)) {
         return;  // comm_copy.cc calls tail_written
     }
-    int err = 0;
-    cma::ReadResult r = cma::write(static_cast<pid_t>(peers_[op->entry.peer].pid),
-                                   static_cast<uint8_t *>(op->buffer) + op->split,
-                                   op->length - op->split, remote + op->split, &err);
     tail_written(op, r, err);
 }
 

@@ -34,43 +34,58 @@ Op *op_of(CopyJob *j) {
     return reinterpret_cast<Op *>(reinterpret_cast<char *>(j) - offsetof(Op, job));
 }
 
+/** The bytes [*off, *off + *len) of rts a read of this kind copies. */
+void read_span(Op::CopyKind kind, const cma::Rts &rts, uint64_t *off, uint64_t *len) {
+    *off = kind == Op::COPY_REST ? rts.split : 0;
+    *len = kind == Op::COPY_WHOLE ? rts.length
+           : kind == Op::COPY_HEAD ? rts.split
+                                   : rts.length - rts.split;
+}
+
 } // namespace
 
-bool Comm::defer_copy(Op *op, Op::CopyKind kind, uint64_t remote) {
-    const uint64_t bytes = kind == Op::COPY_WHOLE ? op->rts.length
-                           : kind == Op::COPY_HEAD ? op->rts.split
-                           : kind == Op::COPY_REST ? op->rts.length - op->rts.split
-                                                   : op->length - op->split;
-    if (bytes < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
-        return false;  // shut down: its wait for copies is over or under way
-    }
+bool Comm::read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err) {
     const uint32_t peer = op->entry.peer;
-    op->copy_src = op->copy_epochs = nullptr;
-    if (kind == Op::COPY_TAIL) {
-        op->copy_remote = remote;
-        op->stage = Op::SEND_WRITE;
-        op->request = op;  // its ACK receive ended (linked since its post)
-    } else {
-        cma::ReadResult known;
-        if (!read_source(peer, op->rts, &op->copy_src, &op->copy_epochs, &known)) {
-            return false;  // answered without reading: the caller's read_from
-        }
-        if (op->copy_src != nullptr) {
-            peers_[peer].maps.pin(op->copy_src);
-            peers_[peer].maps.pin(op->copy_epochs);
-        }
-        if (kind != Op::COPY_HEAD) {
-            if (op->request == nullptr) link(op);  // matched inside post()
-            op->request = op;  // its receive (or WDONE receive) ended
-            op->stage = Op::RECV_READ;
-        }
-        // COPY_HEAD: RECV_SPLIT, its WDONE receive stays in UCX.
+    const cma::Rts &rts = op->rts;
+    const uint8_t *base = nullptr, *epochs = nullptr;
+    *err = 0;
+    if (!read_source(peer, rts, &base, &epochs, r)) {
+        return false;  // answered without reading (*r: withdrawn)
     }
-    op->copy = kind;
-    op->job.copy = copy_job_run;
-    op->job.conclude = copy_job_conclude;
-    ++copies_;
-    ctx_->progress().copy_due_locked(&op->job);
+    uint64_t off = 0, len = 0;
+    read_span(kind, rts, &off, &len);
+    if (len < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
+        // Shut down: its wait for copies is over or under way.
+        *r = cma::copy_in(static_cast<pid_t>(peers_[peer].pid), rts, base, epochs, off,
+                          len, op->buffer, err);
+        return false;
+    }
+    op->copy_src = base;
+    op->copy_epochs = epochs;
+    if (base != nullptr) {
+        peers_[peer].maps.pin(base);
+        peers_[peer].maps.pin(epochs);
+    }
+    if (kind != Op::COPY_HEAD) {
+        if (op->request == nullptr) link(op);  // matched inside post()
+        op->request = op;  // its receive (or WDONE receive) ended
+        op->stage = Op::RECV_READ;
+    }
+    // COPY_HEAD: RECV_SPLIT, its WDONE receive stays in UCX.
+    queue_copy(op, kind);
+    return true;
+}
+
+bool Comm::write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err) {
+    op->copy_remote = remote;
+    if (op->length - op->split < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
+        *r = write_tail(op, err);
+        return false;
+    }
+    op->copy_src = op->copy_epochs = nullptr;
+    op->stage = Op::SEND_WRITE;
+    op->request = op;  // its ACK receive ended (linked since its post)
+    queue_copy(op, Op::COPY_TAIL);
     return true;
 }
 
@@ -84,41 +99,38 @@ bool Comm::defer_push(Op *op, p2p_status_t ps, size_t bytes) {
     op->stage = Op::RECV_READ;
     op->copy_src = nullptr;
     op->copy_bytes = bytes;
-    op->copy = Op::COPY_PUSH;
+    queue_copy(op, Op::COPY_PUSH);
+    return true;
+}
+
+void Comm::queue_copy(Op *op, Op::CopyKind kind) {
+    op->copy = kind;
     op->job.copy = copy_job_run;
     op->job.conclude = copy_job_conclude;
     ++copies_;
     ctx_->progress().copy_due_locked(&op->job);
-    return true;
+}
+
+cma::ReadResult Comm::write_tail(Op *op, int *err) {
+    return cma::write(static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid),
+                      static_cast<uint8_t *>(op->buffer) + op->split,
+                      op->length - op->split, op->copy_remote + op->split, err);
 }
 
 void Comm::copy_job_run(CopyJob *j) {
     Op *op = op_of(j);
-    if (op->copy == Op::COPY_PUSH) {
-        op->copy_err = op->mem->shadow->push(op->buffer, op->copy_bytes);
-        return;
-    }
-    const pid_t pid = static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid);
-    const cma::Rts &rts = op->rts;
     int err = 0;
-    cma::ReadResult r;
-    if (op->copy == Op::COPY_TAIL) {
-        r = cma::write(pid, static_cast<uint8_t *>(op->buffer) + op->split,
-                       op->length - op->split, op->copy_remote + op->split, &err);
+    if (op->copy == Op::COPY_PUSH) {
+        err = op->mem->shadow->push(op->buffer, op->copy_bytes);
+    } else if (op->copy == Op::COPY_TAIL) {
+        op->copy_result = write_tail(op, &err);
     } else {
-        const uint64_t off = op->copy == Op::COPY_REST ? rts.split : 0;
-        const uint64_t len = op->copy == Op::COPY_WHOLE ? rts.length
-                             : op->copy == Op::COPY_HEAD ? rts.split
-                                                         : rts.length - rts.split;
-        if (op->copy_src != nullptr) {
-            r = cma::copy_mapped(op->copy_src + off, len,
-                                 static_cast<uint8_t *>(op->buffer) + off,
-                                 op->copy_epochs, rts.seq, rts.epoch);
-        } else {
-            r = cma::read(pid, rts, off, len, op->buffer, &err);
-        }
+        uint64_t off = 0, len = 0;
+        read_span(op->copy, op->rts, &off, &len);
+        op->copy_result = cma::copy_in(
+            static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid), op->rts,
+            op->copy_src, op->copy_epochs, off, len, op->buffer, &err);
     }
-    op->copy_result = r;
     op->copy_err = err;
 }
 

@@ -105,14 +105,7 @@ unsigned Progress::take_in_locked() {
 }
 
 unsigned Progress::progress_locked() {
-    // Copies that ended (made by this thread since its last round, or by
-    // another) are concluded before anything more is taken in: their
-    // answers (a WDONE, an ACK) go out ahead of what arrived meanwhile, as
-    // when the copy ran inside the callback. (A keepalive reply saying the
-    // peer closed its endpoint, taken in first, would fail the endpoint
-    // the WDONE of a written part needs. Every progress call does so; a
-    // reply another thread takes in while the copy runs still can.)
-    if (copies_.copied()) copies_.conclude_locked();
+    conclude_copies_locked();
     const unsigned n = take_in_locked();
     after_locked();
     return n;
@@ -142,7 +135,7 @@ bool Progress::try_progress_from_user() {
     // busy_polls is not reset here: a thread-local in a shared library
     // costs a __tls_get_addr call, on every poll; a stale count only
     // yields once a little earlier next time the lock is busy.
-    if (copies_.copied()) copies_.conclude_locked();  // see progress_locked
+    conclude_copies_locked();
     ucp_worker_progress(worker_);
     after_locked();
     CopyJob *copies = copies_.claim_locked();
@@ -160,7 +153,7 @@ bool Progress::try_progress_from_user() {
 
 bool Progress::progress_once() {
     std::unique_lock<Mutex> lock(worker_mu_);  // the asymmetric side: plain stores
-    if (copies_.copied()) copies_.conclude_locked();  // see progress_locked
+    conclude_copies_locked();
     bool did = ucp_worker_progress(worker_) != 0;
     after_locked();
     CopyJob *copies = copies_.claim_locked();

@@ -176,8 +176,18 @@ private:
     /** What follows every progress call (worker lock held): conclude the
      *  copies that ended, then the context's deferred work. */
     void after_locked() {
-        if (copies_.copied()) copies_.conclude_locked();
+        conclude_copies_locked();
         after_progress_();
+    }
+    /** Every progress call concludes the copies that ended (made by this
+     *  thread since its last round, or by another) before it takes
+     *  anything more in: their answers (a WDONE, an ACK) go out ahead of
+     *  what arrived meanwhile, as when the copy ran inside the callback.
+     *  (A keepalive reply saying the peer closed its endpoint, taken in
+     *  first, would fail the endpoint the WDONE of a written part needs; a
+     *  reply another thread takes in while the copy runs still can.) */
+    void conclude_copies_locked() {
+        if (copies_.copied()) copies_.conclude_locked();
     }
     void sleep_on_events(int timeout_ms);
     void sleep_on_wake_fd(int64_t ns);
