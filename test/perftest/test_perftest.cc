@@ -398,6 +398,27 @@ TEST(Perftest, BadCommandLinesFailCleanly) {
     ProcResult to = run(perftest() + " --timeout 0", 20);
     EXPECT_EQ(to.rc, 2);
     EXPECT_NE(to.err.find("bad value for --timeout: '0'"), std::string::npos) << to.err;
+    /* strtoull takes blanks and a sign: " -1" wrapped to 2^64 - 1 and
+     * " -18446744073709551615" to 1, and ran */
+    for (const char *bad : {" -n ' -18446744073709551615'", " -s ' -18446744073709551608'",
+                            " -W ' -18446744073709551614'", " -w ' 5'", " -p +1K",
+                            " -c ' -1'", " -b ' -1x8'"}) {
+        ProcResult r = run(perftest() + bad, 20);
+        EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+        EXPECT_NE(r.err.find("bad value for"), std::string::npos) << bad << ": " << r.err;
+    }
+    /* one output format: the second used to win silently */
+    for (const char *both : {" --csv --json", " --json --csv"}) {
+        ProcResult r = run(perftest() + both, 20);
+        EXPECT_EQ(r.rc, 2) << both;
+        EXPECT_NE(r.err.find("--csv and --json exclude each other"), std::string::npos)
+            << both << ": " << r.err;
+    }
+    EXPECT_EQ(run(perftest() + " --csv --csv --help", 20).rc, 0);
+    /* -t without its list takes the next option as the list: named as such */
+    ProcResult tl = run(perftest() + " -t -s 8", 20);
+    EXPECT_EQ(tl.rc, 2);
+    EXPECT_NE(tl.err.find("unknown test '-s'"), std::string::npos) << tl.err;
     /* --help says sizes are at most 1T: 1T (and 1024G) parse, 1025G not */
     for (const char *ok : {" -s 1T", " -s 1024G", " -b 2x1T", " -p 1TiB"}) {
         ProcResult r = run(perftest() + ok + " --help", 20);

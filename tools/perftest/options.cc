@@ -26,8 +26,14 @@ bool known_test(const std::string &t) {
     return false;
 }
 
+/* strtoull skips leading blanks and takes a sign (" -1" is 2^64 - 1):
+ * a number here starts with a digit. */
+bool starts_with_digit(const char *text) {
+    return text != nullptr && std::isdigit(static_cast<unsigned char>(*text)) != 0;
+}
+
 bool parse_u64(const char *text, uint64_t *out) {
-    if (text == nullptr || *text == '\0' || *text == '-') {
+    if (!starts_with_digit(text)) {
         return false;
     }
     char *end = nullptr;
@@ -70,7 +76,7 @@ std::vector<std::string> split(const std::string &s, char sep) {
 } // namespace
 
 bool parse_size(const std::string &text, size_t *out) {
-    if (text.empty() || text[0] == '-') {
+    if (!starts_with_digit(text.c_str())) {
         return false;
     }
     char *end = nullptr;
@@ -163,7 +169,8 @@ void options_usage(const char *prog) {
         "                 8,64,1K or mixes. Default: lat 8, bw 8:4M,\n"
         "                 rate 8, batch its block size (see -b). Sizes\n"
         "                 take K, M, G, T (powers of 1024); -s, -b, -p are\n"
-        "                 at most 1T\n"
+        "                 at most 1T; 0 is a zero-byte message, a range\n"
+        "                 starts at 1 or more\n"
         "  -n N           timed iterations per point (default: scaled by\n"
         "                 size, see docs/PERFORMANCE.md); at most 10^8\n"
         "  -w N           warm-up iterations (default n/10, at least 2);\n"
@@ -246,7 +253,9 @@ int options_parse(int argc, char **argv, Options *opts) {
         {nullptr, 0, nullptr, 0}};
     Options o;
     std::string tests = "lat,bw";
-    const char *prog = argc > 0 ? argv[0] : "p2p_perftest";
+    // Not argv[0]: in a build tree that is libtool's .libs/ path; the
+    // runtime's messages say p2p_perftest too.
+    const char *prog = "p2p_perftest";
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "t:s:n:w:W:b:p:m:c:qhV", kLong,
@@ -299,8 +308,16 @@ int options_parse(int argc, char **argv, Options *opts) {
             ok = parse_u64(optarg, &v) && v > 0 && v <= 86400;
             o.timeout_s = static_cast<double>(v);
             break;
-        case OPT_CSV: o.format = Format::CSV; break;
-        case OPT_JSON: o.format = Format::JSON; break;
+        case OPT_CSV:
+        case OPT_JSON: {
+            const Format f = c == OPT_CSV ? Format::CSV : Format::JSON;
+            if (o.format != Format::TABLE && o.format != f) {
+                std::fprintf(stderr, "%s: --csv and --json exclude each other\n", prog);
+                return -1;
+            }
+            o.format = f;
+            break;
+        }
         case 'q': o.quiet = true; break;
         case 'h': options_usage(prog); return 1;
         case 'V': std::printf("p2p_perftest (ucxp2p %s)\n", p2p_version());
@@ -317,11 +334,6 @@ int options_parse(int argc, char **argv, Options *opts) {
             return -1;
         }
     }
-    if (optind < argc) {
-        std::fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
-                     argv[optind]);
-        return -1;
-    }
     for (const std::string &t : split(tests, ',')) {
         if (!known_test(t)) {
             std::fprintf(stderr, "%s: unknown test '%s' (lat, bw, batch, "
@@ -329,6 +341,11 @@ int options_parse(int argc, char **argv, Options *opts) {
             return -1;
         }
         o.tests.push_back(t);
+    }
+    if (optind < argc) {
+        std::fprintf(stderr, "%s: unexpected argument '%s'\n", prog,
+                     argv[optind]);
+        return -1;
     }
     if (o.tests.empty()) {
         std::fprintf(stderr, "%s: no test given\n", prog);
