@@ -362,9 +362,11 @@ private:
     bool read_source(uint32_t src, const cma::Rts &rts, const uint8_t **base,
                      const uint8_t **epochs, cma::ReadResult *r);
     /** Read what kind names of op->rts into op->buffer (COPY_WHOLE: all of
-     *  it, COPY_HEAD: its head, COPY_REST: the rest): now, false with the
-     *  answer in *r and *err; or, from 256 KiB, outside the worker lock
-     *  (comm_copy.cc), true: the copy's conclusion goes on. */
+     *  it, COPY_HEAD: its head, COPY_REST: the rest). False, the answer in
+     *  *r and *err: read now (below 256 KiB, or the communicator is shut
+     *  down), or known without reading (a withdrawn send: CANCELLED). True:
+     *  queued to be copied outside the worker lock (comm_copy.cc), whose
+     *  conclusion goes on. */
     bool read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err);
     /** Write our part of split send op to remote in the receiver: as
      *  read_payload (COPY_TAIL). */

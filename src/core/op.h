@@ -80,7 +80,8 @@ struct Op {
     cma::Ack ack{};              // control receives land here
     // A copy outside the worker lock (see copy): its queue link, where it
     // reads (a peer's region mapped here, else process_vm_readv), what it
-    // writes to, and its result.
+    // writes to, and its result. copy_remote is also where a split send's
+    // part goes when it is written inside the callback (Comm::write_part).
     CopyJob job{};
     const uint8_t *copy_src = nullptr;
     const uint8_t *copy_epochs = nullptr;
