@@ -59,7 +59,10 @@ enum class Admit { DROP, WRITE, WRITE_LAST };
  *  *dropped: lines muted before it. */
 Admit admit(const char *file, int line, int64_t now, uint64_t *dropped) {
     const size_t h = (reinterpret_cast<uintptr_t>(file) >> 3) * 31u + static_cast<size_t>(line);
-    std::lock_guard<std::mutex> lock(g_sites_mu);
+    // Never waits: a child forked while another thread held it would wait
+    // forever (the line is then written unmuted).
+    std::unique_lock<std::mutex> lock(g_sites_mu, std::try_to_lock);
+    if (!lock.owns_lock()) return Admit::WRITE;
     Site &s = g_sites[h % kSites];
     if (s.file != file || s.line != line) {  // new, or evicts a colliding site
         s = Site();
