@@ -20,10 +20,13 @@ void log_write(p2p_log_level_t level, const char *file, int line,
 
 } // namespace ucxp2p
 
+/* level is evaluated once (a caller may pass an expression with a side
+ * effect, e.g. a first-time check choosing warn or debug). */
 #define P2P_LOG(level, ...)                                                    \
     do {                                                                       \
-        if ((level) <= ::ucxp2p::log_level()) {                                \
-            ::ucxp2p::log_write((level), __FILE__, __LINE__, __VA_ARGS__);     \
+        const p2p_log_level_t p2p_log_lvl_ = (level);                          \
+        if (p2p_log_lvl_ <= ::ucxp2p::log_level()) {                           \
+            ::ucxp2p::log_write(p2p_log_lvl_, __FILE__, __LINE__, __VA_ARGS__); \
         }                                                                      \
     } while (0)
 

@@ -62,3 +62,18 @@ TEST(Log, NothingIsMutedAtInfoLevel) {
     EXPECT_EQ(count_of(err, "info line"), 30u) << err;
     EXPECT_EQ(err.find("muted"), std::string::npos) << err;
 }
+
+// The level is evaluated once: rails.cc passes "first time ? warn :
+// debug", which printed a warning labelled debug (the second evaluation).
+TEST(Log, TheLevelIsEvaluatedOnce) {
+    const p2p_log_level_t before = ucxp2p::log_level();
+    ucxp2p::log_set_level(P2P_LOG_WARN);
+    int evaluations = 0;
+    auto first_time = [&]() { return evaluations++ == 0; };
+    testing::internal::CaptureStderr();
+    P2P_LOG(first_time() ? P2P_LOG_WARN : P2P_LOG_DEBUG, "rails: once only");
+    const std::string err = testing::internal::GetCapturedStderr();
+    ucxp2p::log_set_level(before);
+    EXPECT_EQ(evaluations, 1);
+    EXPECT_NE(err.find("] warn: rails: once only"), std::string::npos) << err;
+}
