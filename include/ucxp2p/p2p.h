@@ -49,7 +49,8 @@
  *   buffer while the receiver reads the first (two cores copy); such a
  *   receive, once answered, completes only when the sender has reported its
  *   half or is gone -- p2p_comm_shutdown waits for it rather than hand the
- *   buffer back while the sender may still write into it. A sender's buffer
+ *   buffer back while the sender may still write into it (up to its
+ *   deadline; see p2p_comm_shutdown). A sender's buffer
  *   from p2p_mem_alloc (ucxp2p/p2p_mem.h) is instead mapped by the receiver
  *   once and copied with memcpy, without a system call per message.
  *
@@ -340,6 +341,13 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * later posts naming it fail with P2P_ERR_PEER_FAILURE -- except receives
  * of messages that had already arrived, which still succeed. Messages that reach this communicator after
  * it shut down are dropped.
+ * What cannot be cancelled at once (a transfer UCX is moving; a split
+ * single-copy receive whose sender may still write into it) is waited for,
+ * up to 2 x P2P_PEER_TIMEOUT_MS + 1 s. Past that deadline (a stopped or
+ * hung peer) each such operation completes with P2P_ERR_TIMEOUT, so every
+ * operation has its completion when this returns; the peer may still
+ * touch that buffer, so its registration stays busy (p2p_mem_deregister
+ * answers P2P_ERR_BUSY) until the peer lets go of it or is gone.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);

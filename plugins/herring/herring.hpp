@@ -33,7 +33,9 @@
  *    pending (complete your operations before Shutdown, as before
  *    MPI_Finalize: a transfer not over by then is cancelled): each operation
  *    produces one completion with RDMA_SHUTDOWN (or its real status if it
- *    finished first). It waits for every rank once more before the
+ *    finished first; RDMA_READ_FAIL for one a hung or stopped peer kept
+ *    going past the core's deadline, whose buffer that peer may still
+ *    touch). It waits for every rank once more before the
  *    transport is torn down, so no rank drops data a peer is still reading.
  *    Completions not yet popped stay readable after Shutdown; a completion
  *    call blocked in another thread returns those entries, then the

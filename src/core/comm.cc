@@ -466,10 +466,12 @@ void Comm::shutdown() {
     const int64_t timeout_ns = ctx_->settings().peer_timeout_ms * 1000000LL;
     const int64_t deadline = waited ? now_ns() : now_ns() + 2 * timeout_ns + 1000000000LL;
     bool eps_wait = true;  // close_sending_eps has peers to look at again
+    bool gave_up = false;
     if (!progress_until(*ctx_, [&] {
             if (eps_wait) eps_wait = close_sending_eps();
             return !eps_wait && nops_ == 0 && flushing_.empty();
         }, deadline)) {
+        gave_up = true;
         if (eps_wait) {
             // Another exchange with a peer we send to never ended (a split
             // receive whose sender stalls): end those sends all the same.
@@ -485,15 +487,25 @@ void Comm::shutdown() {
                 return true;
             }, waited ? now_ns() : now_ns() + timeout_ns + 1000000000LL);
         }
-        if (!waited) {
-            P2P_LOG(P2P_LOG_ERROR, "comm %u: %zu operations still in flight after "
-                    "shutdown", id_, nops_);
-        }
     }
     // A copy outside the lock (comm_copy.cc) always ends, and it uses this
     // communicator until concluded: wait for it, deadline or not.
     progress_until(*ctx_, [this] { return copies_ == 0; }, INT64_MAX);
     shutdown_waited_.store(true);
+    if (gave_up) {
+        // What is still in flight (a split receive whose sender stalls, a
+        // UCX transfer with a stopped peer) completes now, P2P_ERR_TIMEOUT:
+        // shutdown returns with every operation completed. UCX keeps its
+        // request; the registration stays busy (p2p_mem_deregister:
+        // P2P_ERR_BUSY) until the peer lets go of the buffer or is gone.
+        std::lock_guard<Mutex> lock(ctx_->worker_mu());
+        const size_t n = abandon_in_flight();
+        if (n != 0) {
+            P2P_LOG(P2P_LOG_WARN, "comm %u: %zu operation(s) not ended by shutdown's "
+                    "deadline: completed as P2P_ERR_TIMEOUT, their memory stays "
+                    "registered until the peer lets go", id_, n);
+        }
+    }
     {
         // Only now, with nothing of ours in flight (no single-copy write
         // into a peer's buffer can follow): peers stop waiting for us. The

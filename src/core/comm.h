@@ -316,6 +316,14 @@ private:
      *  rank's FIFO; README, "Peer failure").
      *  Deferred hook. */
     void abandon_stuck();
+    /** Complete op now with st (abandon_stuck, abandon_in_flight): UCX
+     *  keeps its request as an orphan (orphan_done frees it and releases
+     *  its registration if UCX ever ends it). Worker lock held. */
+    void abandon_op(Op *op, p2p_status_t st);
+    /** Shutdown past its deadline: every operation still in flight
+     *  completes P2P_ERR_TIMEOUT (abandon_op); returns how many. Worker
+     *  lock held, no copy in progress. */
+    size_t abandon_in_flight();
     /** From now, abandon_stuck gives p's operations one peer timeout. */
     void start_abandon_clock(Peer *p) {
         p->dead_since_ns = now_ns();

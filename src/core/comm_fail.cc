@@ -173,21 +173,39 @@ void Comm::abandon_stuck() {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s rank %u tensor %u (%zu bytes, stage %d) "
                 "abandoned to UCX", id_, op->is_send ? "send to" : "recv from", peer,
                 op->entry.tensor_id, op->length, static_cast<int>(op->stage));
-        if (op->is_send && op->stage != Op::PLAIN) {
-            cma::bump_epoch(op->seq);  // its buffer may be reused: no more reads
-        }
-        if (op->chosen != 0) report_choice(op, false);
-        unlink(op);
-        op->abandoned = true;
-        op->comm = nullptr;  // UCX's callback, if it ever comes, frees it
-        ctx_->progress().op_completed();
-        p2p_completion_t e = op->entry;
-        e.status = P2P_ERR_PEER_FAILURE;
-        e.bytes = 0;
-        cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(e);
+        abandon_op(op, P2P_ERR_PEER_FAILURE);
     }
     warn();
     dead_watch_ = waiting;
+}
+
+void Comm::abandon_op(Op *op, p2p_status_t st) {
+    if (op->is_send && op->stage != Op::PLAIN) {
+        cma::bump_epoch(op->seq);  // its buffer may be reused: no more reads
+    }
+    if (op->chosen != 0) report_choice(op, false);
+    unlink(op);
+    op->abandoned = true;
+    op->comm = nullptr;  // UCX's callback, if it ever comes, frees it
+    ctx_->progress().op_completed();
+    p2p_completion_t e = op->entry;
+    e.status = st;
+    e.bytes = 0;
+    cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(e);
+}
+
+size_t Comm::abandon_in_flight() {
+    size_t n = 0;
+    for (Op *op = ops_, *next; op != nullptr; op = next) {
+        next = op->next;  // op leaves the list below
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: %s rank %u tensor %u (%zu bytes, stage %d) "
+                "not ended by shutdown's deadline: P2P_ERR_TIMEOUT", id_,
+                op->is_send ? "send to" : "recv from", op->entry.peer,
+                op->entry.tensor_id, op->length, static_cast<int>(op->stage));
+        abandon_op(op, P2P_ERR_TIMEOUT);
+        ++n;
+    }
+    return n;
 }
 
 } // namespace ucxp2p

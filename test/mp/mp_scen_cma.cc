@@ -27,8 +27,10 @@
  *       is over (its ACK still reaches rank 0) and then carry the goodbye
  *       (rank 0's later receive from rank 1 fails, not waits). `stall`: as
  *       sending, but rank 0 stays stopped until rank 1's shutdown gave up
- *       waiting (run it with a short P2P_PEER_TIMEOUT_MS): the send must
- *       have ended P2P_ERR_CANCELED by then, the receive not.
+ *       waiting (run it with a short P2P_PEER_TIMEOUT_MS): when it returns
+ *       the send has ended P2P_ERR_CANCELED and the receive
+ *       P2P_ERR_TIMEOUT, its buffer still registered (P2P_ERR_BUSY) until
+ *       rank 0, resumed, reports its half.
  *   cma-auto-order  rank 0 streams 64 KiB messages, all with one tensor
  *       id, to rank 1 (P2P_CMA_THRESH=auto: the sender measures UCX, then
  *       probes single copy, and may switch between them mid-stream); every
@@ -222,7 +224,13 @@ void run_cma_split_wait(int argc, char **argv) {
         send_pid_await_go(r.comm(), small);
         MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         std::raise(SIGSTOP);  // rank 1 lets us go on
-        collect(r.comm(), payload, 30);  // its ACK came
+        if (stall) {
+            // Rank 1 gave up on the receive and left: the send ends once,
+            // how depends on when its goodbye is taken in.
+            collect(r.comm(), payload, 30, [](const Xfer &, const p2p_completion_t &) {});
+        } else {
+            collect(r.comm(), payload, 30);  // its ACK came
+        }
         if (sending && !stall) {  // stall: the goodbye went before the ACK
             // Rank 1 left: its goodbye makes a receive from it fail (at the
             // post, or once the goodbye comes), where without one it would
@@ -287,8 +295,16 @@ void run_cma_split_wait(int argc, char **argv) {
                      "the send to the stalled rank when shutdown returned: %zu "
                      "completions (status %d), expected P2P_ERR_CANCELED", c.size(),
                      c.empty() ? 0 : static_cast<int>(c[0].status));
-            MP_CHECK(pop(r.comm(), P2P_QUEUE_RECV, 0).empty(), "the split receive "
-                     "completed while its sender is stopped");
+            // The split receive it gave up on has completed too, as a
+            // timeout, and its buffer stays registered while the stopped
+            // sender may still write into it.
+            c = pop(r.comm(), P2P_QUEUE_RECV, 0);
+            MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_TIMEOUT,
+                     "the split receive when shutdown returned: %zu completions "
+                     "(status %d), expected P2P_ERR_TIMEOUT", c.size(),
+                     c.empty() ? 0 : static_cast<int>(c[0].status));
+            MP_CHECK(p2p_mem_deregister(big.mem()) == P2P_ERR_BUSY, "the receive "
+                     "buffer was deregistered while the stopped sender may write into it");
         }
         kill(pid, SIGCONT);
         shut.join();
@@ -298,8 +314,27 @@ void run_cma_split_wait(int argc, char **argv) {
         MP_CHECK(!early_return, "shutdown returned while the sender could still "
                  "write into a receive buffer");
         MP_OK(shut_st);
-        collect(r.comm(), payload, 30);
-        check_pattern(big.data(), kLen, 0, 1, 2, "split payload");
+        if (stall) {
+            // Resumed, the sender reports its half (or exits): the
+            // registration comes free. Polling drives progress in
+            // serialized mode.
+            Clock::time_point t1 = Clock::now();
+            p2p_status_t st;
+            while ((st = p2p_mem_deregister(big.mem())) == P2P_ERR_BUSY) {
+                MP_CHECK(seconds_since(t1) < 20, "the registration of the receive "
+                         "shutdown gave up on stays busy");
+                p2p_completion_t extra;
+                size_t n = 0;
+                MP_OK(p2p_comm_poll(r.comm(), P2P_QUEUE_RECV, &extra, 1, &n));
+                MP_CHECK(n == 0, "a second completion of the split receive");
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+            MP_OK(st);
+            say("registration released after %.2f s", seconds_since(t1));
+        } else {
+            collect(r.comm(), payload, 30);
+            check_pattern(big.data(), kLen, 0, 1, 2, "split payload");
+        }
         if (sending && !stall) {
             std::vector<p2p_completion_t> c = pop(r.comm(), P2P_QUEUE_SEND, 10000);
             MP_CHECK(c.size() == 1 && c[0].status == P2P_ERR_CANCELED,
@@ -310,7 +345,7 @@ void run_cma_split_wait(int argc, char **argv) {
     }
     r.barrier();
     mid.release();
-    big.release();
+    if (!stall || r.rank() == 0) big.release();  // else deregistered above
     small.release();
     say("cma-split-wait ok");
     r.finish();

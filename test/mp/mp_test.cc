@@ -388,8 +388,10 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownWithASendInFlight2Ranks) {
 }
 
 // And when the stopped rank outlasts the shutdown's deadline (2 x 300 ms
-// + 1 s here): shutdown stops waiting for the split receive, but the send
-// it was keeping open for it is ended (P2P_ERR_CANCELED) before it returns.
+// + 1 s here): shutdown stops waiting for the split receive and completes
+// it P2P_ERR_TIMEOUT (its registration busy until the sender reports), and
+// the send it was keeping open for it is ended (P2P_ERR_CANCELED) before it
+// returns.
 TEST_P(MpTest, SingleCopySplitReceiverShutdownDeadlineEndsTheSend2Ranks) {
     if (!single_copy(GetParam())) {
         GTEST_SKIP() << "single copy is off with UCX_TLS=tcp";
