@@ -333,6 +333,22 @@ TEST(P2prunOutput, NoPrefixKeepsLongOutputWithoutNewlinesExact) {
     EXPECT_EQ(std::string::npos, r.out.find('\n'));
 }
 
+TEST(P2prunOutput, AWriteErrorOnStdoutFailsTheJob) {
+    // As `echo hi > /dev/full` fails (ENOSPC): the output is lost, so the
+    // job cannot exit 0; stderr says why, once.
+    TempDir dir;
+    int full = ::open("/dev/full", O_WRONLY);
+    ASSERT_GE(full, 0);
+    P2prun p(dir, {"-n", "2", "sh", "-c", "echo hello; echo again"}, {}, {}, full);
+    ::close(full);
+    Result r = p.wait();
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(1, r.code) << r.err;
+    const std::string want = "p2prun: cannot write to stdout: No space left on device";
+    EXPECT_NE(std::string::npos, r.err.find(want)) << r.err;
+    EXPECT_EQ(r.err.find(want), r.err.rfind(want)) << r.err;
+}
+
 TEST(P2prunOutput, ProgramArgumentsAreNotParsedAsOptions) {
     TempDir dir;
     Result r = run(dir, {"-n", "1", "sh", "-c", "echo \"$0 $1\"", "-n", "--timeout"});

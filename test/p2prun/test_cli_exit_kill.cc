@@ -151,6 +151,18 @@ TEST(P2prunExit, RanksIgnoringSigtermAreKilledAfterGrace) {
     }
 }
 
+TEST(P2prunExit, AStoppedRankIsContinuedToActOnTheTerm) {
+    // Rank 1 stops itself (as under a debugger): at the timeout, the TERM
+    // must end it within the grace period, not wait for the SIGKILL.
+    TempDir dir;
+    Result r = run(dir, {"-n", "2", "--timeout", "0.5", "--grace", "8", "sh", "-c",
+                         "[ \"$RANK\" = 1 ] && kill -STOP $$; sleep 20"});
+    ASSERT_FALSE(r.timed_out);
+    EXPECT_EQ(124, r.code) << r.err;
+    EXPECT_LT(r.seconds, 5.0) << r.err;
+    EXPECT_EQ(std::string::npos, r.err.find("sending SIGKILL")) << r.err;
+}
+
 TEST(P2prunExit, LeftoverBackgroundProcessOfASuccessfulRankIsKilled) {
     TempDir dir;
     std::string script = "sleep 30 & echo $! > " + dir.file("bg.$RANK") + "; exit 0";

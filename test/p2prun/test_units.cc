@@ -149,6 +149,23 @@ TEST(P2prunLineRelay, OverlongPartialLineIsSplit) {
     EXPECT_TRUE(relay.pending().empty());
 }
 
+TEST(P2prunLineRelay, NewlineRightAfterASplitEndsTheCutLine) {
+    // The rank wrote 64 KiB + 10 bytes, then (another read) its newline:
+    // the cut line got its '\n' already; no empty "[0] " line may follow.
+    Sink sink;
+    LineRelay relay(&sink.out, "[0] ");
+    std::string big(LineRelay::kMaxLine + 10, 'z');
+    relay.feed(big.data(), big.size());
+    relay.feed("\n", 1);
+    relay.feed("next\n", 5);
+    relay.finish();
+    EXPECT_EQ("[0] " + big + "\n[0] next\n", sink.take());
+    // Only the one newline right after the cut is folded into it.
+    relay.feed(big.data(), big.size());
+    relay.feed("\n\nafter\n", 8);
+    EXPECT_EQ("[0] " + big + "\n[0] \n[0] after\n", sink.take());
+}
+
 TEST(P2prunLineRelay, OverlongPartialLineWithoutPrefixKeepsBytesExact) {
     Sink sink;
     LineRelay relay(&sink.out, "");

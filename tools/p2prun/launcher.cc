@@ -179,6 +179,10 @@ void Launcher::begin_termination() {
     if (!term_sent_) {
         term_sent_ = true;
         signal_all(SIGTERM);
+        // A stopped rank (SIGSTOP, a debugger let go) acts on the TERM only
+        // once continued: without this it waited for the grace period's
+        // SIGKILL.
+        signal_all(SIGCONT);
     }
     if (phase_ == Phase::kRunning) {
         phase_ = Phase::kTermSent;
@@ -226,6 +230,21 @@ void Launcher::on_rank_exit(int rank, int status, bool running) {
     if (!opts_.keep_going) {
         begin_termination();
     }
+}
+
+void Launcher::on_write_failed() {
+    // As `echo > /dev/full` fails: the ranks' output is lost, so the job
+    // cannot report success. It runs on (its work may matter more than its
+    // output); the message goes to whichever stream still takes it.
+    write_failed_ = true;
+    const bool out_failed = out_.write_failed();
+    const std::string msg = std::string("p2prun: cannot write to ") +
+                            (out_failed ? "stdout" : "stderr") + ": " +
+                            std::strerror(out_failed ? out_.error() : err_.error()) +
+                            "; the ranks' output there is lost\n";
+    OutputSink *other = out_failed ? &err_ : &out_;
+    if (!other->write_failed()) other->append(msg);
+    set_exit_code(1);
 }
 
 void Launcher::on_reader_gone() {
@@ -514,6 +533,9 @@ void Launcher::event_loop() {
         err_.flush();
         if (!reader_gone_ && out_.reader_gone()) {
             on_reader_gone();
+        }
+        if (!write_failed_ && (out_.write_failed() || err_.write_failed())) {
+            on_write_failed();
         }
         if (fds[0].revents != 0) {
             for (const Received &sig : signals_.drain()) {

@@ -61,6 +61,7 @@ private:
     void on_rank_exit(int rank, int status, bool running);
     bool sent_to_ranks(int sig) const;
     void on_reader_gone();
+    void on_write_failed();
     void on_signal(const Received &sig);
     // Reads one chunk; true when data came (more may follow).
     bool read_stream(Stream *s);
@@ -107,6 +108,7 @@ private:
     Clock::time_point kill_at_{};     // phase kTermSent: when SIGKILL follows
     Clock::time_point give_up_at_{};  // phase kKillSent: stop waiting
     bool reader_gone_ = false;  // p2prun's stdout reader went away
+    bool write_failed_ = false;  // a write error on stdout or stderr was reported
     bool stopping_ = false;  // timeout or a signal: output is not waited for
     bool have_output_deadline_ = false;
     Clock::time_point output_deadline_{};

@@ -14,6 +14,13 @@ void LineRelay::emit(const char *line, size_t len, bool add_newline) {
 
 void LineRelay::feed(const char *data, size_t len) {
     batch_.clear();
+    if (just_split_ && len > 0) {
+        just_split_ = false;
+        if (*data == '\n') {  // the rest of the cut line was empty
+            ++data;
+            --len;
+        }
+    }
     while (len > 0) {
         const char *nl = static_cast<const char *>(std::memchr(data, '\n', len));
         if (nl == nullptr) {
@@ -22,6 +29,7 @@ void LineRelay::feed(const char *data, size_t len) {
                 // Unprefixed output passes through byte for byte.
                 emit(partial_.data(), partial_.size(), !prefix_.empty());
                 partial_.clear();
+                just_split_ = !prefix_.empty();
             }
             break;
         }

@@ -40,6 +40,9 @@ private:
     std::string prefix_;
     std::string partial_;
     std::string batch_;  // whole prefixed lines, queued at once
+    // The last partial line was cut at kMaxLine with a '\n' added: a '\n'
+    // that comes next ends that line, it is not an empty line of its own.
+    bool just_split_ = false;
 };
 
 } // namespace p2prun

@@ -45,6 +45,10 @@ public:
 
     // The reader closed its end (EPIPE, ECONNRESET): what comes is dropped.
     bool reader_gone() const { return broken_ && (error_ == EPIPE || error_ == ECONNRESET); }
+    // Any other write error (ENOSPC, EBADF, EIO): what comes is dropped too;
+    // error() says why.
+    bool write_failed() const { return broken_ && !reader_gone(); }
+    int error() const { return error_; }
 
 private:
     // One write that does not block; bytes written, 0 when the fd has no
