@@ -58,7 +58,9 @@
  *    an unusable shim: with nothing queued they return at once an entry with
  *    context NULL, dst_rank and tensor_id 0xffffffff and error_code
  *    RDMA_SHUTDOWN (after Shutdown) or RDMA_READ_FAIL (before Initialize or
- *    after a failed one).
+ *    after a failed one). A call rejected with rank -1, tensor_id -1 and a
+ *    NULL context completes with that very entry: give each operation a
+ *    non-NULL context to tell the two apart.
  *  - herringP2PRegisterMemory(buff, len) registers [buff, buff + len); the
  *    handle serves any sub-range in Send/Recv. It returns NULL (and logs) for
  *    a NULL buffer, len <= 0, before Initialize / after Shutdown, or when UCX
