@@ -145,6 +145,9 @@ private:
         // it fail (connect_ep sees failed); closed at destroy.
         ucp_ep_h parked_ep = nullptr;
         bool failed = false;    // no new operations: dead, unreachable or left
+        // failed, for a split send's write outside the worker lock: a peer
+        // that left or failed wants nothing written into its memory now.
+        std::atomic<bool> gone{false};
         bool ep_error = false;  // UCX reported its endpoint failed
         bool cma = false;       // same host: single copy possible
         bool cma_off = false;   // the peer answered FALLBACK once

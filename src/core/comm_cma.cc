@@ -399,7 +399,9 @@ void Comm::tail_written(Op *op, cma::ReadResult r, int err) {
     cma::WdoneStatus ws = cma::WDONE_OK;
     switch (r) {
     case cma::ReadResult::OK:
-    case cma::ReadResult::CANCELLED:
+        break;
+    case cma::ReadResult::CANCELLED:  // not written: the receiver is gone (write_tail)
+        ws = cma::WDONE_CANCELLED;
         break;
     case cma::ReadResult::NOT_ALLOWED:
         if (!peers_[peer].cma_write_off) {

@@ -112,6 +112,13 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
 }
 
 cma::ReadResult Comm::write_tail(Op *op, int *err) {
+    // A receiver that left (its goodbye) or failed has given up on the
+    // receive (its shutdown completed it): write nothing into its memory,
+    // which it may be using for something else by now.
+    if (op->comm->peers_[op->entry.peer].gone.load(std::memory_order_acquire)) {
+        *err = 0;
+        return cma::ReadResult::CANCELLED;
+    }
     return cma::write(static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid),
                       static_cast<uint8_t *>(op->buffer) + op->split,
                       op->length - op->split, op->copy_remote + op->split, err);

@@ -23,6 +23,7 @@ void Comm::on_peer_left(uint32_t peer) {
     }
     if (p.failed) return;  // its failure is handled already
     p.failed = true;
+    p.gone.store(true, std::memory_order_release);
     failed_pending_.push_back(peer);
     ctx_->request_deferred();  // handle_failures after this progress call
 }
@@ -32,6 +33,7 @@ void Comm::on_peer_error(uint32_t peer, ucs_status_t st) {
     if (p.ep_error) return;
     p.ep_error = true;
     p.failed = true;
+    p.gone.store(true, std::memory_order_release);
     // While shutting down, peers leaving first is expected, not a warning.
     if (p.left) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: peer rank %u left (%s)", id_, peer,

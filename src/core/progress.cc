@@ -138,6 +138,7 @@ bool Progress::try_progress_from_user() {
     conclude_copies_locked();
     ucp_worker_progress(worker_);
     after_locked();
+    take_in_before_copies_locked();
     CopyJob *copies = copies_.claim_locked();
     if (copies == nullptr) return true;
     lock.unlock();
@@ -156,6 +157,7 @@ bool Progress::progress_once() {
     conclude_copies_locked();
     bool did = ucp_worker_progress(worker_) != 0;
     after_locked();
+    take_in_before_copies_locked();
     CopyJob *copies = copies_.claim_locked();
     if (copies != nullptr) {
         lock.unlock();

@@ -189,6 +189,13 @@ private:
     void conclude_copies_locked() {
         if (copies_.copied()) copies_.conclude_locked();
     }
+    /** A single progress call queued copies: take in the rest of what
+     *  arrived before running them (as progress_locked does), so that a
+     *  split send's write sees a goodbye its receiver sent after the
+     *  answer (Comm::write_tail), not only after the write. */
+    void take_in_before_copies_locked() {
+        if (copies_.due() && take_in_locked() != 0) after_locked();
+    }
     void sleep_on_events(int timeout_ms);
     void sleep_on_wake_fd(int64_t ns);
 

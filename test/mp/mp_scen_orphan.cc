@@ -14,7 +14,9 @@
  *       (rank 1 crashed once rank 0 exited). `late`: rank 0 resumes only
  *       after the destroy returned, which must not have waited the deadline
  *       again. Either way, once the receive's request ends (orphaned), its
- *       registration must deregister (it stayed P2P_ERR_BUSY for good).
+ *       registration must deregister (it stayed P2P_ERR_BUSY for good), and
+ *       rank 0, which finds rank 1 gone when it resumes, must have written
+ *       nothing into the buffer.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -41,6 +43,7 @@ void run_cma_split_destroy(int argc, char **argv) {
     RegBuf big(r.ctx(), kLen, 0, Alloc::heap);
     RegBuf small(r.ctx(), 16, 0);
     if (r.rank() == 0) {
+        std::memset(big.data(), 0x5A, kLen);
         send_pid_await_go(r.comm(), small);
         MP_OK(p2p_comm_send(r.comm(), 1, 2, big.data(), kLen, big.mem(), ctx_of(0)));
         std::raise(SIGSTOP);  // rank 1 lets us go on
@@ -91,6 +94,14 @@ void run_cma_split_destroy(int argc, char **argv) {
         }
         MP_OK(st);
         say("registration released after %.2f s", seconds_since(t1));
+        // Rank 0, resumed, found this rank gone (its goodbye came before
+        // it took the answer up): it wrote nothing into memory this rank
+        // was handed back with the P2P_ERR_TIMEOUT. (This rank read the
+        // first half itself when it answered; rank 0 writes the second.)
+        size_t written = 0;
+        for (size_t i = kLen / 2; i < kLen; ++i) written += big.data()[i] != 0 ? 1 : 0;
+        MP_CHECK(written == 0, "%zu bytes written into the receive buffer after "
+                 "shutdown completed the receive", written);
         r.barrier();  // rank 0's send ended: it leaves now
     }
     if (r.rank() == 1) {
