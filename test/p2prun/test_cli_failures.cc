@@ -7,7 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -113,4 +117,29 @@ TEST(P2prunFailures, SignalAfterAFailureStillEndsP2prunBySignal) {
     EXPECT_EQ(128 + SIGINT, r.code) << r.err;
     EXPECT_NE(std::string::npos, r.err.find("p2prun: rank 0 exited with status 3\n")) << r.err;
     EXPECT_LT(r.seconds, 10.0) << "the ranks waited for the grace period";
+}
+
+// A rank that cannot be started because fork() fails (a process limit)
+// is named as such, exit 1, not "cannot run 'sleep'" with 127 as if the
+// program were missing. RLIMIT_NPROC binds only an unprivileged user:
+// root runs p2prun as nobody with a limit of 4 processes.
+TEST(P2prunFailures, ForkFailureNamesTheRank) {
+    if (::geteuid() != 0 || std::system("command -v setpriv prlimit >/dev/null 2>&1") != 0) {
+        GTEST_SKIP() << "needs root, setpriv and prlimit";
+    }
+    TempDir dir;
+    const std::string err = dir.file("err");
+    const std::string cmd = "cd / && timeout 20 setpriv --reuid=nobody --regid=nogroup "
+                            "--clear-groups prlimit --nproc=4 " + p2prun_path() +
+                            " -n 6 -- sleep 1 2>" + err;
+    const int st = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(st)) << st;
+    std::ifstream in(err);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (WEXITSTATUS(st) == 0) {
+        GTEST_SKIP() << "the process limit did not bind here";
+    }
+    EXPECT_EQ(1, WEXITSTATUS(st)) << text;
+    EXPECT_NE(std::string::npos, text.find(": fork: ")) << text;
+    EXPECT_NE(std::string::npos, text.find("p2prun: cannot start rank ")) << text;
 }

@@ -138,6 +138,7 @@ int ChildProcess::spawn(const std::vector<std::string> &argv,
     ::close(report[1]);
     if (pid < 0) {
         ::close(report[0]);
+        fork_failed_ = true;
         return fork_err;
     }
     int child_err = 0;

@@ -28,6 +28,9 @@ public:
     int spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
               int out_fd, int err_fd, const struct rlimit *nofile = nullptr);
 
+    // The last spawn failed in fork() (a process limit, no memory), not in
+    // the program's exec.
+    bool fork_failed() const { return fork_failed_; }
     pid_t pid() const { return pid_; }
     bool running() const { return pid_ > 0 && !reaped_; }
     bool reaped() const { return reaped_; }
@@ -54,6 +57,7 @@ public:
 
 private:
     pid_t pid_ = -1;  // also the process group id
+    bool fork_failed_ = false;
     bool reaped_ = false;
     bool group_gone_ = false;
     int status_ = 0;

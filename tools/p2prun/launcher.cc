@@ -114,6 +114,11 @@ bool Launcher::start_ranks() {
         int rc = rank->proc.spawn(opts_.argv, rank_environment(environ, job, r, opts_.env),
                                   out_w.get(), err_w.get(),
                                   nofile_raised_ ? &rank_nofile_ : nullptr);
+        if (rc != 0 && rank->proc.fork_failed()) {
+            say("cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(rc));
+            set_exit_code(1);
+            return false;
+        }
         if (rc != 0) {
             say("cannot run '" + opts_.argv[0] + "': " + std::strerror(rc));
             set_exit_code(127);
