@@ -384,6 +384,16 @@ private:
     bool write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err);
     static cma::ReadResult write_tail(Op *op, int *err);  // the write itself
     void queue_copy(Op *op, Op::CopyKind kind);  // hand op's copy to Progress
+    /** A copy into [dst, dst + len) would overwrite where another posted
+     *  receive from a same-host peer takes its single-copy request (the
+     *  buffers overlap, as in a benchmark's one reused buffer): it is made
+     *  now, under the lock, so that the request cannot be torn. */
+    bool lands_on_a_receive(const Op *self, const uint8_t *dst, uint64_t len) const;
+    /** Before a receive into buffer is posted while copies run: wait for
+     *  those writing where its single-copy request would land (running
+     *  them here if still queued). Worker lock held; rare (copies_ != 0
+     *  and overlapping buffers). */
+    void settle_copies_into(const void *buffer, size_t length);
     /** finish() of a staged receive of ps == P2P_OK: copy its bytes to
      *  the device outside the worker lock (COPY_PUSH), then report() it;
      *  false (nothing done) for a send, a failure or a small receive. */

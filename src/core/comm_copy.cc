@@ -18,7 +18,10 @@
 #include "core/comm.h"
 #include "core/log.h"
 
+#include <algorithm>
 #include <cstddef>
+
+#include <sched.h>
 
 namespace ucxp2p {
 
@@ -54,7 +57,8 @@ bool Comm::read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err)
     }
     uint64_t off = 0, len = 0;
     read_span(kind, rts, &off, &len);
-    if (len < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
+    if (len < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed) ||
+        lands_on_a_receive(op, static_cast<const uint8_t *>(op->buffer) + off, len)) {
         // Shut down: its wait for copies is over or under way.
         *r = cma::copy_in(static_cast<pid_t>(peers_[peer].pid), rts, base, epochs, off,
                           len, op->buffer, err);
@@ -101,6 +105,61 @@ bool Comm::defer_push(Op *op, p2p_status_t ps, size_t bytes) {
     op->copy_bytes = bytes;
     queue_copy(op, Op::COPY_PUSH);
     return true;
+}
+
+namespace {
+
+bool overlap(const uint8_t *a, uint64_t alen, const uint8_t *b, uint64_t blen) {
+    return a < b + blen && b < a + alen;
+}
+
+/** Where a posted receive's single-copy request (an RTS) would land: the
+ *  first bytes of its buffer (small receives land in their own bounce[]). */
+uint64_t landing_bytes(const Op &op) {
+    return op.bounced ? 0 : std::min<uint64_t>(op.length, sizeof(cma::Rts));
+}
+
+/** [*dst, *dst + *len): what op's copy writes here (reads of a peer's
+ *  payload into op->buffer); false for kinds that write elsewhere. */
+bool copy_target(const Op &op, const uint8_t **dst, uint64_t *len) {
+    if (op.copy != Op::COPY_WHOLE && op.copy != Op::COPY_HEAD && op.copy != Op::COPY_REST) {
+        return false;
+    }
+    uint64_t off = 0;
+    read_span(op.copy, op.rts, &off, len);
+    *dst = static_cast<const uint8_t *>(op.buffer) + off;
+    return true;
+}
+
+} // namespace
+
+bool Comm::lands_on_a_receive(const Op *self, const uint8_t *dst, uint64_t len) const {
+    for (const Op *o = ops_; o != nullptr; o = o->next) {
+        if (o != self && !o->is_send && o->stage == Op::PLAIN && peers_[o->entry.peer].cma &&
+            overlap(dst, len, static_cast<const uint8_t *>(o->buffer), landing_bytes(*o))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void Comm::settle_copies_into(const void *buffer, size_t length) {
+    const uint8_t *b = static_cast<const uint8_t *>(buffer);
+    const uint64_t n = std::min<uint64_t>(length, sizeof(cma::Rts));
+    for (Op *o = ops_; o != nullptr; o = o->next) {
+        const uint8_t *dst;
+        uint64_t len;
+        if (!copy_target(*o, &dst, &len) || !overlap(dst, len, b, n) ||
+            o->job.ran.load(std::memory_order_acquire)) {
+            continue;
+        }
+        // Not claimed yet: nobody runs it while we hold the lock; run the
+        // queued copies here (concluded by the next progress call). Else
+        // another thread is copying without the lock: it ends soon.
+        Progress &pr = ctx_->progress();
+        if (CopyJob *due = pr.claim_copies_locked()) pr.copies().run(due);
+        while (!o->job.ran.load(std::memory_order_acquire)) sched_yield();
+    }
 }
 
 void Comm::queue_copy(Op *op, Op::CopyKind kind) {

@@ -164,6 +164,8 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     size_t len = it.length;
     if (!data && len < sizeof(cma::Rts)) {  // a single-copy request
         bounce(op, &dst, &len, &prm);
+    } else if (!data && copies_ != 0) {
+        settle_copies_into(dst, len);  // the request lands in dst
     }
     op->posting = true;
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, dst, len, msg, &prm);
@@ -318,6 +320,8 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
         size_t len = it.length;
         if (peer.cma && len < sizeof(cma::Rts)) {
             bounce(op, &dst, &len, &prm);  // a request may come instead
+        } else if (peer.cma && copies_ != 0) {
+            settle_copies_into(dst, len);  // a request may land in dst
         }
         req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
                                make_tag(tag_base_, it.peer, it.tensor_id),

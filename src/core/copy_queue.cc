@@ -10,6 +10,7 @@ void CopyQueue::run(CopyJob *jobs) {
     for (CopyJob *j = jobs; j != nullptr; j = j->next) {
         j->copy(j);
         tail = &j->next;
+        j->ran.store(true, std::memory_order_release);  // see Comm::settle_copies_into
     }
     std::lock_guard<std::mutex> lock(done_mu_);
     *done_tail_ = head;

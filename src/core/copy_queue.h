@@ -33,6 +33,7 @@ struct CopyJob {
     CopyJob *next;
     void (*copy)(CopyJob *);      // no lock held: the copy itself
     void (*conclude)(CopyJob *);  // worker lock held: act on its result
+    std::atomic<bool> ran{false};  // copy() returned (set by run)
 };
 
 class CopyQueue {
@@ -40,6 +41,7 @@ public:
     /** Queue j (worker lock held). */
     void push_due(CopyJob *j) {
         j->next = nullptr;
+        j->ran.store(false, std::memory_order_relaxed);
         *due_tail_ = j;
         due_tail_ = &j->next;
         due_.store(true, std::memory_order_relaxed);
