@@ -347,7 +347,9 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * hung peer) each such operation completes with P2P_ERR_TIMEOUT, so every
  * operation has its completion when this returns; the peer may still
  * touch that buffer, so its registration stays busy (p2p_mem_deregister
- * answers P2P_ERR_BUSY) until the peer lets go of it or is gone.
+ * answers P2P_ERR_BUSY) until the peer lets go of it (a split receive:
+ * its sender reports or the context is destroyed; a sender that dies
+ * instead leaves it busy until then).
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);
@@ -387,8 +389,8 @@ p2p_status_t p2p_comm_cancel_recv(p2p_comm_h comm, uint32_t peer, uint32_t tenso
  * not ended within 2 x P2P_PEER_TIMEOUT_MS + 1 s is left to UCX with a
  * warning, and the call returns: nothing UCX does with it later reaches
  * this communicator. After a shutdown that gave up waiting, the deadline
- * is not waited again; an operation still in flight then gets no
- * completion, and its registration is released once UCX ends its request.
+ * is not waited again; the operations it completed with P2P_ERR_TIMEOUT
+ * release their registrations once UCX ends their requests.
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
@@ -426,7 +428,8 @@ p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
  * in flight; nothing is released). An operation naming a failed peer that
  * completed with P2P_ERR_PEER_FAILURE because UCX had not ended it within
  * P2P_PEER_TIMEOUT_MS keeps its registration in use (BUSY) until UCX ends
- * it, which may be never (README, "Peer failure").
+ * it, which may be never (README, "Peer failure"); so does one
+ * p2p_comm_shutdown completed with P2P_ERR_TIMEOUT (see there).
  */
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 

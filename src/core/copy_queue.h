@@ -17,7 +17,9 @@
  * Who takes the queue: the progress thread, a user thread polling
  * (p2p_comm_poll), the serialized application's own calls and its
  * backstop, and a communicator's shutdown, all right after their progress
- * call. A copy queued by a post (a receive whose request had arrived)
+ * call. One exception runs them with the lock held: a receive posted
+ * where a running copy writes (Comm::settle_copies_into, overlapping
+ * buffers only). A copy queued by a post (a receive whose request had arrived)
  * waits for the next of those; push_due wakes the progress thread for it.
  */
 #ifndef UCXP2P_CORE_COPY_QUEUE_H

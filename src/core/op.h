@@ -65,7 +65,7 @@ struct Op {
     bool posting = false;
     bool done_in_post = false;
     bool cancel_asked = false;   // Comm::cancel_receives' slow path
-    bool abandoned = false;      // completed by Comm::abandon_stuck; UCX holds it
+    bool abandoned = false;      // completed by Comm::abandon_op; UCX holds it
     bool peer_lost = false;      // cancel_waits_from: an error ends it as a peer failure
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
