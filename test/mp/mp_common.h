@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,14 @@ pid_t await_pid_send_go(p2p_comm_h comm, const RegBuf &small);
 
 /** No completion left in either queue and both pending counts 0. */
 void expect_quiet(p2p_comm_h comm);
+
+/** Deregister mem once the library lets go of it (it answers P2P_ERR_BUSY
+ *  until then); fails the scenario with "the registration of <what> stays
+ *  busy" after limit_s. Each round first calls between (if set: e.g. a poll
+ *  that drives progress in serialized mode), then sleeps 20 ms. Returns the
+ *  seconds it took. */
+double await_deregistered(p2p_mem_h mem, double limit_s, const char *what,
+                          const std::function<void()> &between = {});
 
 /** Pop every entry available on a queue within wait_ms (one wait call). */
 std::vector<p2p_completion_t> pop(p2p_comm_h comm, p2p_queue_t q, int wait_ms);

@@ -318,19 +318,14 @@ void run_cma_split_wait(int argc, char **argv) {
             // Resumed, the sender reports its half (or exits): the
             // registration comes free. Polling drives progress in
             // serialized mode.
-            Clock::time_point t1 = Clock::now();
-            p2p_status_t st;
-            while ((st = p2p_mem_deregister(big.mem())) == P2P_ERR_BUSY) {
-                MP_CHECK(seconds_since(t1) < 20, "the registration of the receive "
-                         "shutdown gave up on stays busy");
-                p2p_completion_t extra;
-                size_t n = 0;
-                MP_OK(p2p_comm_poll(r.comm(), P2P_QUEUE_RECV, &extra, 1, &n));
-                MP_CHECK(n == 0, "a second completion of the split receive");
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-            MP_OK(st);
-            say("registration released after %.2f s", seconds_since(t1));
+            double took = await_deregistered(
+                big.mem(), 20, "the receive shutdown gave up on", [&] {
+                    p2p_completion_t extra;
+                    size_t n = 0;
+                    MP_OK(p2p_comm_poll(r.comm(), P2P_QUEUE_RECV, &extra, 1, &n));
+                    MP_CHECK(n == 0, "a second completion of the split receive");
+                });
+            say("registration released after %.2f s", took);
         } else {
             collect(r.comm(), payload, 30);
             check_pattern(big.data(), kLen, 0, 1, 2, "split payload");

@@ -85,15 +85,9 @@ void run_cma_split_destroy(int argc, char **argv) {
         } else {
             resume.join();
         }
-        p2p_status_t st;
-        Clock::time_point t1 = Clock::now();
-        while ((st = p2p_mem_deregister(big.mem())) == P2P_ERR_BUSY) {
-            MP_CHECK(seconds_since(t1) < 20, "the registration of the receive the "
-                     "destroyed communicator left behind stays busy");
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        MP_OK(st);
-        say("registration released after %.2f s", seconds_since(t1));
+        double released = await_deregistered(
+            big.mem(), 20, "the receive the destroyed communicator left behind");
+        say("registration released after %.2f s", released);
         // Rank 0, resumed, found this rank gone (its goodbye came before
         // it took the answer up): it wrote nothing into memory this rank
         // was handed back with the P2P_ERR_TIMEOUT. (This rank read the
