@@ -387,12 +387,13 @@ private:
     /** A copy into [dst, dst + len) would overwrite where another posted
      *  receive from a same-host peer takes its single-copy request (the
      *  buffers overlap, as in a benchmark's one reused buffer): it is made
-     *  now, under the lock, so that the request cannot be torn. */
+     *  now, under the lock, so that the request cannot be torn. Walks the
+     *  posted ops once per copy of kUnlockedCopyMin bytes or more. */
     bool lands_on_a_receive(const Op *self, const uint8_t *dst, uint64_t len) const;
     /** Before a receive into buffer is posted while copies run: wait for
      *  those writing where its single-copy request would land (running
-     *  them here if still queued). Worker lock held; rare (copies_ != 0
-     *  and overlapping buffers). */
+     *  them here if still queued). Worker lock held; walks only the ops
+     *  in a copy (copying_); waits only where buffers overlap. */
     void settle_copies_into(const void *buffer, size_t length);
     /** finish() of a staged receive of ps == P2P_OK: copy its bytes to
      *  the device outside the worker lock (COPY_PUSH), then report() it;
@@ -498,6 +499,7 @@ private:
     uint32_t probe_tick_ = 0;
     size_t nops_ = 0;
     size_t copies_ = 0;  // ops in a copy outside the lock (comm_copy.cc)
+    Op *copying_ = nullptr;  // those ops (copy_next), for settle_copies_into
     std::atomic<bool> shut_{false};  // raised under the worker lock (shutdown)
     // shutdown() waited (up to its deadline) once: later calls, destroy's
     // among them, do not wait again for what did not end then.

@@ -146,7 +146,7 @@ bool Comm::lands_on_a_receive(const Op *self, const uint8_t *dst, uint64_t len) 
 void Comm::settle_copies_into(const void *buffer, size_t length) {
     const uint8_t *b = static_cast<const uint8_t *>(buffer);
     const uint64_t n = std::min<uint64_t>(length, sizeof(cma::Rts));
-    for (Op *o = ops_; o != nullptr; o = o->next) {
+    for (Op *o = copying_; o != nullptr; o = o->copy_next) {
         const uint8_t *dst;
         uint64_t len;
         if (!copy_target(*o, &dst, &len) || !overlap(dst, len, b, n) ||
@@ -167,6 +167,10 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
     op->job.copy = copy_job_run;
     op->job.conclude = copy_job_conclude;
     ++copies_;
+    op->copy_prev = nullptr;
+    op->copy_next = copying_;
+    if (copying_ != nullptr) copying_->copy_prev = op;
+    copying_ = op;
     ctx_->progress().copy_due_locked(&op->job);
 }
 
@@ -206,6 +210,10 @@ void Comm::copy_job_conclude(CopyJob *j) {
     const Op::CopyKind kind = op->copy;
     op->copy = Op::NO_COPY;
     --c->copies_;
+    if (op->copy_prev != nullptr) op->copy_prev->copy_next = op->copy_next;
+    else c->copying_ = op->copy_next;
+    if (op->copy_next != nullptr) op->copy_next->copy_prev = op->copy_prev;
+    op->copy_prev = op->copy_next = nullptr;
     if (op->copy_src != nullptr) {
         c->peers_[op->entry.peer].maps.unpin(op->copy_src);
         c->peers_[op->entry.peer].maps.unpin(op->copy_epochs);
