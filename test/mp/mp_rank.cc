@@ -29,6 +29,7 @@
  *   cma-split-destroy [late]  destroy with a split receive still in flight
  *   copy-unlocked [split]  posts go on while a large copy is held
  *   cma-forked            rank 0 is a child forked after the library ran
+ *   shared-window [rounds]  4 MiB windows and streams into one shared buffer
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -170,7 +171,7 @@ int main(int argc, char **argv) {
         {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
-        {"soak", mp::run_soak}, {"comm-churn", mp::run_comm_churn},
+        {"soak", mp::run_soak}, {"shared-window", mp::run_shared_window}, {"comm-churn", mp::run_comm_churn},
         {"comm-race", mp::run_comm_race},
         {"cma-map-free", mp::run_cma_map_free}, {"cma-forked", mp::run_cma_forked}};
     if (argc >= 2) {

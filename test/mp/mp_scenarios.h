@@ -28,6 +28,7 @@ void run_cma_auto_order(int argc, char **argv);
 void run_cma_split_wait(int argc, char **argv);
 void run_stopped_peer(int argc, char **argv);
 void run_soak(int argc, char **argv);
+void run_shared_window(int argc, char **argv);
 void run_comm_churn(int argc, char **argv);
 void run_comm_race(int argc, char **argv);
 void run_cma_map_free(int argc, char **argv);
