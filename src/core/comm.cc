@@ -171,7 +171,10 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
                 "memory)", c->id_, ncma, c->cma_thresh_, c->mapped_thresh_);
     }
     Comm *raw = c.get();
-    ctx->add_deferred_hook(raw, [raw] { raw->handle_failures(); });
+    ctx->add_deferred_hook(raw, [raw] {
+        raw->write_due_tails();  // first: it may take in a goodbye
+        raw->handle_failures();
+    });
     ctx->set_note_handler(c->id_, gen, [raw](uint32_t r, uint32_t magic) {
         if (r >= raw->size_ || r == raw->rank_) return;
         if (magic == Context::kHelloMagic) {

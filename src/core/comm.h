@@ -380,8 +380,15 @@ private:
      *  conclusion goes on. */
     bool read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err);
     /** Write our part of split send op to remote in the receiver: as
-     *  read_payload (COPY_TAIL). */
+     *  read_payload (COPY_TAIL), except that a part below 256 KiB is not
+     *  written now either (true): write_due_tails writes it after this
+     *  progress call. */
     bool write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err);
+    /** The parts below kUnlockedCopyMin write_part left for after the
+     *  progress call (tails_due_): take in what arrived, then write each
+     *  (nothing to a receiver that left) and go on (tail_written). From
+     *  the deferred hook; worker lock held. */
+    void write_due_tails();
     static cma::ReadResult write_tail(Op *op, int *err);  // the write itself
     void queue_copy(Op *op, Op::CopyKind kind);  // hand op's copy to Progress
     /** A copy into [dst, dst + len) would overwrite where another posted
@@ -500,6 +507,8 @@ private:
     size_t nops_ = 0;
     size_t copies_ = 0;  // ops in a copy outside the lock (comm_copy.cc)
     Op *copying_ = nullptr;  // those ops (copy_next), for settle_copies_into
+    Op *tails_due_ = nullptr;  // small split parts to write (copy_next), FIFO
+    Op **tails_last_ = &tails_due_;
     std::atomic<bool> shut_{false};  // raised under the worker lock (shutdown)
     // shutdown() waited (up to its deadline) once: later calls, destroy's
     // among them, do not wait again for what did not end then.

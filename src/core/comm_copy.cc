@@ -82,15 +82,43 @@ bool Comm::read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err)
 
 bool Comm::write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err) {
     op->copy_remote = remote;
-    if (op->length - op->split < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed)) {
+    if (shut_.load(std::memory_order_relaxed)) {
         *r = write_tail(op, err);
         return false;
     }
     op->copy_src = op->copy_epochs = nullptr;
     op->stage = Op::SEND_WRITE;
     op->request = op;  // its ACK receive ended (linked since its post)
-    queue_copy(op, Op::COPY_TAIL);
+    if (op->length - op->split >= kUnlockedCopyMin) {
+        queue_copy(op, Op::COPY_TAIL);
+        return true;
+    }
+    // Small: written under the lock, but after this progress call took in
+    // what arrived behind the answer (write_due_tails), as a queued copy
+    // is: a goodbye from a receiver that gave up on the receive.
+    op->copy = Op::COPY_TAIL;
+    ++copies_;
+    op->copy_next = nullptr;
+    *tails_last_ = op;
+    tails_last_ = &op->copy_next;
+    ctx_->request_deferred();
     return true;
+}
+
+void Comm::write_due_tails() {
+    if (tails_due_ == nullptr) return;
+    ctx_->progress().take_in_locked();  // may answer more (appended)
+    while (Op *op = tails_due_) {
+        tails_due_ = op->copy_next;
+        if (tails_due_ == nullptr) tails_last_ = &tails_due_;
+        op->copy_next = nullptr;
+        int err = 0;
+        const cma::ReadResult r = write_tail(op, &err);
+        op->copy = Op::NO_COPY;
+        --copies_;
+        op->stage = Op::SEND_RTS;  // where on_cts left it
+        tail_written(op, r, err);
+    }
 }
 
 bool Comm::defer_push(Op *op, p2p_status_t ps, size_t bytes) {

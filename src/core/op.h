@@ -83,7 +83,9 @@ struct Op {
     // writes to, and its result. copy_remote is also where a split send's
     // part goes when it is written inside the callback (Comm::write_part).
     CopyJob job{};
-    Op *copy_prev = nullptr, *copy_next = nullptr;  // Comm::copying_, while copy != NO_COPY
+    // While copy != NO_COPY: on Comm::copying_ (queued copies) or, a
+    // small split part to write, on Comm::tails_due_ (copy_next only).
+    Op *copy_prev = nullptr, *copy_next = nullptr;
     const uint8_t *copy_src = nullptr;
     const uint8_t *copy_epochs = nullptr;
     uint64_t copy_remote = 0;

@@ -2,7 +2,9 @@
  * mp_rank scenario of a communicator destroyed while an operation of it is
  * still in flight (shutdown gave up waiting for it), 2 ranks; run it with a
  * short P2P_PEER_TIMEOUT_MS (300: shutdown's deadline is 2 x 300 ms + 1 s):
- *   cma-split-destroy [late]  rank 0 posts a split-copy send and stops
+ *   cma-split-destroy [late] [small]  rank 0 posts a split-copy send (4 MiB;
+ *       `small`: 256 KiB, so that its half is written under the worker
+ *       lock, not as a copy outside it) and stops
  *       itself (SIGSTOP); rank 1 posts the receive (it answers the request
  *       and waits for rank 0's half) and shuts its communicator down, which
  *       gives up at its deadline, completing the receive P2P_ERR_TIMEOUT
@@ -33,13 +35,19 @@
 namespace mp {
 
 void run_cma_split_destroy(int argc, char **argv) {
-    const bool late = argc > 0 && std::strcmp(argv[0], "late") == 0;
+    bool late = false, small_half = false;
+    for (int i = 0; i < argc; ++i) {
+        late = late || std::strcmp(argv[i], "late") == 0;
+        small_half = small_half || std::strcmp(argv[i], "small") == 0;
+    }
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-split-destroy");
     MP_CHECK(r.size() == 2, "cma-split-destroy needs 2 ranks");
     const char *t = std::getenv("P2P_PEER_TIMEOUT_MS");
     const double peer_timeout_s = (t != nullptr ? std::atof(t) : 3000.0) / 1000;
-    const size_t kLen = size_t(4) << 20;  // above P2P_CMA_SPLIT
+    // Above P2P_CMA_SPLIT; `small`: rank 0's half is below 256 KiB, written
+    // under the worker lock (not as a copy outside it).
+    const size_t kLen = small_half ? size_t(256) << 10 : size_t(4) << 20;
     RegBuf big(r.ctx(), kLen, 0, Alloc::heap);
     RegBuf small(r.ctx(), 16, 0);
     if (r.rank() == 0) {
