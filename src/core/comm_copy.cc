@@ -2,7 +2,10 @@
  * Comm's large single-copy payloads (core/cma.h) copied outside the
  * worker lock (core/copy_queue.h): a receiver's read of a whole message or
  * of a split message's head, and a split sender's write of its part; and
- * a large staged receive's copy to the device (core/staging.h).
+ * a large staged receive's copy to the device (core/staging.h). A split
+ * sender's part below kUnlockedCopyMin is written under the lock, but
+ * after the progress call that took up the answer (write_due_tails), never
+ * inside its callback; it counts as a copy meanwhile (COPY_TAIL).
  *
  * While its copy is queued, running or waiting to be concluded, an op is
  * ended by nothing else: one reading a whole message (or the sender's part
