@@ -110,7 +110,7 @@ bool Comm::write_part(Op *op, uint64_t remote, cma::ReadResult *r, int *err) {
 
 void Comm::write_due_tails() {
     if (tails_due_ == nullptr) return;
-    ctx_->progress().take_in_locked();  // may answer more (appended)
+    ctx_->take_in_from_hook();  // may answer more (appended)
     while (Op *op = tails_due_) {
         tails_due_ = op->copy_next;
         if (tails_due_ == nullptr) tails_last_ = &tails_due_;

@@ -85,7 +85,7 @@ void Comm::watch_peers() {
             // nothing more, so take in what is here, then decide. Its
             // goodbye (on_peer_left) makes it a peer that left, and our
             // sends it answered complete OK.
-            ctx_->progress().take_in_locked();
+            ctx_->take_in_from_hook();
             if (!p.failed && !p.left) {
                 P2P_LOG(P2P_LOG_DEBUG, "comm %u: rank %u (pid %u) is gone", id_, r,
                         p.pid);

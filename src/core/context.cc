@@ -361,14 +361,29 @@ void Context::run_deferred_hooks() {
     if (!deferred_pending_ && !periodic_due_.load(std::memory_order_relaxed)) {
         return;  // the common case: two loads per progress call
     }
-    deferred_pending_ = false;  // a hook may request again (next call runs it)
     periodic_run_ = periodic_due_.exchange(false, std::memory_order_relaxed);
-    answer_gone_hellos();
-    close_gone_eps();
-    close_lingering();
-    for (auto &h : hooks_) {
-        h.second();
+    // A few rounds at most: another runs only when a hook took more in
+    // (take_in_from_hook) and that asked for deferred work; else what a
+    // hook requests runs after the next progress call.
+    constexpr int kMaxRounds = 4;
+    for (int round = 1;; ++round) {
+        deferred_pending_ = false;
+        hooks_took_in_ = false;
+        answer_gone_hellos();
+        close_gone_eps();
+        close_lingering();
+        for (auto &h : hooks_) {
+            h.second();
+        }
+        if (!hooks_took_in_ || !deferred_pending_ || round == kMaxRounds) return;
+        periodic_run_ = false;  // periodic work once per run
     }
+}
+
+unsigned Context::take_in_from_hook() {
+    const unsigned n = progress().take_in_locked();
+    if (n != 0) hooks_took_in_ = true;
+    return n;
 }
 
 } // namespace ucxp2p

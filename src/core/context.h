@@ -94,6 +94,13 @@ public:
     /** Within the deferred hooks: the periodic flag was up for this run
      *  (about every peer timeout / 4: periodic work may run). */
     bool periodic_run() const { return periodic_run_; }
+    /** Within a deferred hook: progress the worker until it finds nothing
+     *  more (Progress::take_in_locked). What that takes in may ask for
+     *  work of hooks that ran already in this round (another
+     *  communicator's small split write, a goodbye): the round then runs
+     *  the hooks again instead of leaving it to the next progress call,
+     *  which may be a tick away. */
+    unsigned take_in_from_hook();
 
     /** Notes between the ranks of a communicator, one UCP active message
      *  (no receive to post, nothing left in the unexpected queue when the
@@ -278,6 +285,7 @@ private:
     bool deferred_pending_ = false;  // worker lock held
     std::atomic<bool> periodic_due_{false};  // set by Progress, taken with the hooks
     bool periodic_run_ = false;  // worker lock held: this run of the hooks is periodic
+    bool hooks_took_in_ = false;  // worker lock held: take_in_from_hook took something
     bool ucx_cuda_ = false;
 };
 
