@@ -348,8 +348,9 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * operation has its completion when this returns; the peer may still
  * touch that buffer, so its registration stays busy (p2p_mem_deregister
  * answers P2P_ERR_BUSY) until the peer lets go of it (a split receive:
- * its sender reports or the context is destroyed; a sender that dies
- * instead leaves it busy until then).
+ * its sender reports, or its process is gone -- the context looks about
+ * every P2P_PEER_TIMEOUT_MS / 4, also after p2p_comm_destroy -- or the
+ * context is destroyed).
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);

@@ -13,6 +13,7 @@ namespace ucxp2p {
 void orphan_done(Op *op, void *request) {
     ucp_request_free(request);
     Context *ctx = op->mem->ctx;
+    if (op->abandoned) ctx->forget_orphan(op);  // if watched (context_orphans.cc)
     op->mem->release();  // deregistration stops saying "busy"
     if (!op->abandoned) ctx->progress().op_completed();  // else counted then
     delete op;

@@ -204,7 +204,12 @@ size_t Comm::abandon_in_flight() {
                 "not ended by shutdown's deadline: P2P_ERR_TIMEOUT", id_,
                 op->is_send ? "send to" : "recv from", op->entry.peer,
                 op->entry.tensor_id, op->length, static_cast<int>(op->stage));
+        const Peer &p = peers_[op->entry.peer];
+        const bool watch = !op->is_send && op->stage == Op::RECV_SPLIT && p.pid_visible;
         abandon_op(op, P2P_ERR_TIMEOUT);
+        // Its WDONE receive stays in UCX: if the sender dies instead of
+        // answering, nothing else would ever end it.
+        if (watch) ctx_->watch_orphan(op, p.pid);
         ++n;
     }
     return n;

@@ -372,6 +372,7 @@ void Context::run_deferred_hooks() {
         answer_gone_hellos();
         close_gone_eps();
         close_lingering();
+        reap_orphans();
         for (auto &h : hooks_) {
             h.second();
         }

@@ -22,6 +22,8 @@
 
 namespace ucxp2p {
 
+struct Op;
+
 struct ContextSettings {
     p2p_progress_mode_t progress_mode;
     uint32_t spin_us;
@@ -94,6 +96,15 @@ public:
     /** Within the deferred hooks: the periodic flag was up for this run
      *  (about every peer timeout / 4: periodic work may run). */
     bool periodic_run() const { return periodic_run_; }
+    /** op, completed P2P_ERR_TIMEOUT at its communicator's shutdown
+     *  deadline (Comm::abandon_in_flight), still waits on a UCX receive
+     *  from a same-host peer (a split receive's WDONE), which keeps its
+     *  registration busy: once process pid is gone, the receive is
+     *  cancelled (with the periodic deferred work), which frees op and
+     *  the registration (context_orphans.cc). Worker lock held. */
+    void watch_orphan(Op *op, uint32_t pid) noexcept;
+    /** op's request ended (orphan_done): stop watching it. Worker lock held. */
+    void forget_orphan(const Op *op) noexcept;
     /** Within a deferred hook: progress the worker until it finds nothing
      *  more (Progress::take_in_locked). What that takes in may ask for
      *  work of hooks that ran already in this round (another
@@ -188,6 +199,9 @@ public:
 private:
     Context() = default;
     void run_deferred_hooks();
+    /** Cancel the receives of watched orphans whose peer is gone
+     *  (periodic runs only). Worker lock held. */
+    void reap_orphans() noexcept;
     /** Register the note handler on the worker (context_notes.cc). */
     ucs_status_t listen_for_notes();
     /** Say goodbye to the peers whose hellos reached a retired
@@ -241,6 +255,14 @@ private:
         std::shared_ptr<void> owner;
     };
     std::vector<LingerClose> linger_closes_;
+    // Operations abandoned at a shutdown deadline whose sender's process is
+    // watched (context_orphans.cc); before the worker, as its callbacks
+    // forget them. Worker lock.
+    struct WatchedOrphan {
+        Op *op;
+        uint32_t pid;
+    };
+    std::vector<WatchedOrphan> watched_orphans_;
     UcpContext ucp_;
     UcpWorker worker_;
     UcpAddress address_;

@@ -18,7 +18,9 @@
  *       again. Either way, once the receive's request ends (orphaned), its
  *       registration must deregister (it stayed P2P_ERR_BUSY for good), and
  *       rank 0, which finds rank 1 gone when it resumes, must have written
- *       nothing into the buffer.
+ *       nothing into the buffer. `killed`: as `late`, but rank 0 is
+ *       killed instead of resumed: the registration must come free all
+ *       the same, within 10 s (the run's status is 137).
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -35,11 +37,13 @@
 namespace mp {
 
 void run_cma_split_destroy(int argc, char **argv) {
-    bool late = false, small_half = false;
+    bool late = false, small_half = false, killed = false;
     for (int i = 0; i < argc; ++i) {
         late = late || std::strcmp(argv[i], "late") == 0;
         small_half = small_half || std::strcmp(argv[i], "small") == 0;
+        killed = killed || std::strcmp(argv[i], "killed") == 0;
     }
+    late = late || killed;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-split-destroy");
     MP_CHECK(r.size() == 2, "cma-split-destroy needs 2 ranks");
@@ -89,9 +93,21 @@ void run_cma_split_destroy(int argc, char **argv) {
         if (late) {
             MP_CHECK(took < 2 * peer_timeout_s + 1, "destroy took %.2f s: it waited "
                      "again for what shutdown gave up on", took);
-            kill(pid, SIGCONT);
+            kill(pid, killed ? SIGKILL : SIGCONT);
         } else {
             resume.join();
+        }
+        if (killed) {
+            // Nobody will ever answer the receive: the context sees the
+            // sender's process gone and ends it (it stayed busy until
+            // p2p_context_destroy).
+            double released = await_deregistered(
+                big.mem(), 10, "the receive whose sender was killed");
+            say("registration released after %.2f s", released);
+            small.release();
+            say("cma-split-destroy ok");
+            r.finish();
+            return;
         }
         double released = await_deregistered(
             big.mem(), 20, "the receive the destroyed communicator left behind");

@@ -437,6 +437,25 @@ TEST_P(MpTest, SingleCopySplitReceiveOutlivingItsCommunicator2Ranks) {
     }
 }
 
+// As above, but the stopped sender is killed instead of resumed: nobody
+// will answer the receive shutdown gave up on, and UCX does not end a tag
+// receive when its peer dies. Its registration stayed busy until
+// p2p_context_destroy; the context now sees the sender's process gone and
+// cancels the receive (context_orphans.cc): deregistered within 10 s.
+TEST_P(MpTest, SingleCopySplitReceiveWhoseSenderDiesAfterShutdown2Ranks) {
+    RunSpec s;
+    s.args = {"cma-split-destroy", "killed"};
+    s.env = {"P2P_PEER_TIMEOUT_MS=300"};
+    if (is_tcp(GetParam())) s.env.push_back("UCX_TLS=tcp,cma,self");
+    s.keep_going = true;
+    std::string out;
+    const int st = run(s, &out);
+    EXPECT_EQ(137, st) << "p2prun must report rank 0's SIGKILL\n" << out;
+    EXPECT_NE(std::string::npos, out.find("mp_rank[1] cma-split-destroy: cma-split-destroy ok"))
+        << out;
+    EXPECT_EQ(std::string::npos, out.find("FAIL")) << out;
+}
+
 // A large same-host copy (single copy) runs outside the worker lock: posts
 // of the rank making it go on while it is held inside process_vm_readv /
 // process_vm_writev (before, they waited for the whole copy). Whole
