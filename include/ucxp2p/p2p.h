@@ -349,8 +349,8 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * touch that buffer, so its registration stays busy (p2p_mem_deregister
  * answers P2P_ERR_BUSY) until the peer lets go of it (a split receive:
  * its sender reports, or its process is gone -- the context looks about
- * every P2P_PEER_TIMEOUT_MS / 4, also after p2p_comm_destroy -- or the
- * context is destroyed).
+ * every P2P_PEER_TIMEOUT_MS / 4 while it progresses, also after
+ * p2p_comm_destroy -- or the context is destroyed).
  * Errors: P2P_ERR_INVALID_HANDLE.
  */
 p2p_status_t p2p_comm_shutdown(p2p_comm_h comm);

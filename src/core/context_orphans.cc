@@ -38,6 +38,18 @@ void Context::forget_orphan(const Op *op) noexcept {
 
 void Context::reap_orphans() noexcept {
     if (watched_orphans_.empty() || !periodic_run_) return;
+    bool any_gone = false;
+    for (const WatchedOrphan &w : watched_orphans_) {
+        if (cma::process_gone(w.pid)) {
+            any_gone = true;
+            break;
+        }
+    }
+    if (!any_gone) return;
+    // A sender that wrote its part, answered and exited: its WDONE may
+    // still wait in the worker. Taken in, it ends its receive as usual
+    // (orphan_done forgets it) instead of staying unexpected for good.
+    take_in_from_hook();
     for (size_t i = 0; i < watched_orphans_.size();) {
         const WatchedOrphan w = watched_orphans_[i];
         if (!cma::process_gone(w.pid)) {
