@@ -81,7 +81,8 @@ struct Op {
     // A copy outside the worker lock (see copy): its queue link, where it
     // reads (a peer's region mapped here, else process_vm_readv), what it
     // writes to, and its result. copy_remote is also where a split send's
-    // part goes when it is written inside the callback (Comm::write_part).
+    // part goes when it is written under the lock (Comm::write_part: below
+    // 256 KiB, by write_due_tails; once shut down, inside the callback).
     CopyJob job{};
     // While copy != NO_COPY: on Comm::copying_ (queued copies) or, a
     // small split part to write, on Comm::tails_due_ (copy_next only).
