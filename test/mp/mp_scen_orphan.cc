@@ -97,34 +97,30 @@ void run_cma_split_destroy(int argc, char **argv) {
         } else {
             resume.join();
         }
-        if (killed) {
-            // Nobody will ever answer the receive: the context sees the
-            // sender's process gone and ends it (it stayed busy until
-            // p2p_context_destroy).
-            double released = await_deregistered(
-                big.mem(), 10, "the receive whose sender was killed");
-            say("registration released after %.2f s", released);
-            small.release();
-            say("cma-split-destroy ok");
-            r.finish();
-            return;
-        }
+        // `killed`: nobody will ever answer the receive; the context sees
+        // the sender's process gone and ends it (it stayed busy until
+        // p2p_context_destroy).
         double released = await_deregistered(
-            big.mem(), 20, "the receive the destroyed communicator left behind");
+            big.mem(), killed ? 10 : 20,
+            killed ? "the receive whose sender was killed"
+                   : "the receive the destroyed communicator left behind");
         say("registration released after %.2f s", released);
-        // Rank 0, resumed, found this rank gone (its goodbye came before
-        // it took the answer up): it wrote nothing into memory this rank
-        // was handed back with the P2P_ERR_TIMEOUT. (This rank read the
-        // first half itself when it answered; rank 0 writes the second.)
-        size_t written = 0;
-        for (size_t i = kLen / 2; i < kLen; ++i) written += big.data()[i] != 0 ? 1 : 0;
-        MP_CHECK(written == 0, "%zu bytes written into the receive buffer after "
-                 "shutdown completed the receive", written);
-        r.barrier();  // rank 0's send ended: it leaves now
+        if (!killed) {
+            // Rank 0, resumed, found this rank gone (its goodbye came
+            // before it took the answer up): it wrote nothing into memory
+            // this rank was handed back with the P2P_ERR_TIMEOUT. (This
+            // rank read the first half itself when it answered; rank 0
+            // writes the second.)
+            size_t written = 0;
+            for (size_t i = kLen / 2; i < kLen; ++i) written += big.data()[i] != 0 ? 1 : 0;
+            MP_CHECK(written == 0, "%zu bytes written into the receive buffer after "
+                     "shutdown completed the receive", written);
+            r.barrier();  // rank 0's send ended: it leaves now
+        }
     }
     if (r.rank() == 1) {
-        // An endpoint left open would now report rank 0's exit to a
-        // communicator that is gone.
+        // An endpoint left open would now report rank 0's exit (or death)
+        // to a communicator that is gone.
         std::this_thread::sleep_for(std::chrono::duration<double>(3 * peer_timeout_s + 0.5));
     }
     small.release();
