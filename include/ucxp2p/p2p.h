@@ -430,7 +430,10 @@ p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
  * completed with P2P_ERR_PEER_FAILURE because UCX had not ended it within
  * P2P_PEER_TIMEOUT_MS keeps its registration in use (BUSY) until UCX ends
  * it, which may be never (README, "Peer failure"); so does one
- * p2p_comm_shutdown completed with P2P_ERR_TIMEOUT (see there).
+ * p2p_comm_shutdown completed with P2P_ERR_TIMEOUT (see there). A call
+ * that finds the registration busy progresses the context once (as
+ * p2p_comm_poll does) and looks again, so polling this call alone lets
+ * such a registration come free, in serialized mode too.
  */
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 

@@ -113,13 +113,26 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
     return guarded("mem", [&]() -> p2p_status_t {
         Registry<MemEntry>::Ref e = g_mems.get(handle_id(mem));
         if (!e) return P2P_ERR_INVALID_HANDLE;
-        {
-            // Posts take their reference under the worker lock: once dead
-            // is set here with nothing in flight, no operation can start.
-            std::lock_guard<Mutex> lock(e->ctx->worker_mu());
-            if (e->mem.dead) return P2P_ERR_INVALID_HANDLE;  // racing deregister
-            if (e->mem.inflight != 0) return P2P_ERR_BUSY;
-            e->mem.dead = true;
+        // Busy: progress once and look again. What holds the registration
+        // waits on the network (a transfer UCX still moves, a receive
+        // whose sender is gone, looked for by the context's periodic
+        // work), and in serialized mode only the application's calls
+        // progress while it keeps calling: one that polls this call alone
+        // must let it come free too.
+        for (int look = 0;; ++look) {
+            {
+                // Posts take their reference under the worker lock: once
+                // dead is set here with nothing in flight, no operation
+                // can start.
+                std::lock_guard<Mutex> lock(e->ctx->worker_mu());
+                if (e->mem.dead) return P2P_ERR_INVALID_HANDLE;  // racing deregister
+                if (e->mem.inflight == 0) {
+                    e->mem.dead = true;
+                    break;
+                }
+            }
+            if (look == 1) return P2P_ERR_BUSY;
+            e->ctx->progress().try_progress_from_user();
         }
         if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
         destroy_mem(e);

@@ -365,14 +365,14 @@ void expect_quiet(p2p_comm_h comm) {
 }
 
 double await_deregistered(p2p_mem_h mem, double limit_s, const char *what,
-                          const std::function<void()> &between) {
+                          const std::function<void()> &between, int poll_ms) {
     Clock::time_point t0 = Clock::now();
     p2p_status_t st;
     while ((st = p2p_mem_deregister(mem)) == P2P_ERR_BUSY) {
         MP_CHECK(seconds_since(t0) < limit_s, "the registration of %s stays busy "
                  "after %.0f s", what, limit_s);
         if (between) between();
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
     }
     MP_OK(st);
     return seconds_since(t0);

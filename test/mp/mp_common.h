@@ -190,10 +190,10 @@ void expect_quiet(p2p_comm_h comm);
 /** Deregister mem once the library lets go of it (it answers P2P_ERR_BUSY
  *  until then); fails the scenario with "the registration of <what> stays
  *  busy" after limit_s. Each round first calls between (if set: e.g. a poll
- *  that drives progress in serialized mode), then sleeps 20 ms. Returns the
- *  seconds it took. */
+ *  that drives progress in serialized mode), then sleeps poll_ms. Returns
+ *  the seconds it took. */
 double await_deregistered(p2p_mem_h mem, double limit_s, const char *what,
-                          const std::function<void()> &between = {});
+                          const std::function<void()> &between = {}, int poll_ms = 20);
 
 /** Pop every entry available on a queue within wait_ms (one wait call). */
 std::vector<p2p_completion_t> pop(p2p_comm_h comm, p2p_queue_t q, int wait_ms);
