@@ -382,7 +382,7 @@ void Context::run_deferred_hooks() {
 }
 
 unsigned Context::take_in_from_hook() {
-    const unsigned n = progress().take_in_locked();
+    const unsigned n = progress().conclude_and_take_in_locked();
     if (n != 0) hooks_took_in_ = true;
     return n;
 }

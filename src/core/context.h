@@ -105,8 +105,9 @@ public:
     void watch_orphan(Op *op, uint32_t pid) noexcept;
     /** op's request ended (orphan_done): stop watching it. Worker lock held. */
     void forget_orphan(const Op *op) noexcept;
-    /** Within a deferred hook: progress the worker until it finds nothing
-     *  more (Progress::take_in_locked). What that takes in may ask for
+    /** Within a deferred hook: conclude the copies that ended, then
+     *  progress the worker until it finds nothing more
+     *  (Progress::conclude_and_take_in_locked). What that takes in may ask for
      *  work of hooks that ran already in this round (another
      *  communicator's small split write, a goodbye): the round then runs
      *  the hooks again instead of leaving it to the next progress call,

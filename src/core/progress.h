@@ -166,6 +166,14 @@ public:
      *  the after-progress hooks: for a hook that must see everything
      *  already delivered before it decides (caller holds worker_mu). */
     unsigned take_in_locked();
+    /** As take_in_locked, after concluding the copies that ended since
+     *  this progress call concluded them (another thread's): their
+     *  answers go out ahead of what it takes in, as every progress call
+     *  orders them (conclude_copies_locked). For a deferred hook. */
+    unsigned conclude_and_take_in_locked() {
+        conclude_copies_locked();
+        return take_in_locked();
+    }
 
 private:
     static void bump(std::atomic<int64_t> *v, int64_t d) {
