@@ -146,7 +146,8 @@ typedef enum {
      *  MPI_THREAD_SERIALIZED); calls in different threads must be ordered
      *  by the application's own synchronization. Concurrent calls in this
      *  mode are undefined behaviour. Operations progress inside the
-     *  application's calls (p2p_comm_poll on an empty queue, p2p_comm_wait);
+     *  application's calls (p2p_comm_poll on an empty queue, p2p_comm_wait,
+     *  a p2p_mem_deregister that finds its registration busy);
      *  a backstop thread progresses only while the application has made no
      *  call for about a millisecond or more (so the rank still answers its
      *  peers and detects dead ones while it computes). The per-message path
@@ -430,10 +431,12 @@ p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
  * completed with P2P_ERR_PEER_FAILURE because UCX had not ended it within
  * P2P_PEER_TIMEOUT_MS keeps its registration in use (BUSY) until UCX ends
  * it, which may be never (README, "Peer failure"); so does one
- * p2p_comm_shutdown completed with P2P_ERR_TIMEOUT (see there). A call
- * that finds the registration busy progresses the context once (as
- * p2p_comm_poll does) and looks again, so polling this call alone lets
- * such a registration come free, in serialized mode too.
+ * p2p_comm_shutdown completed with P2P_ERR_TIMEOUT (see there). In
+ * P2P_THREAD_SERIALIZED mode a call that finds the registration busy
+ * progresses the context once and looks again, so that an application
+ * polling this call alone lets go what the context's own work frees (a
+ * split receive whose sender died); in multi mode the progress thread
+ * does that work.
  */
 p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 

@@ -113,12 +113,15 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
     return guarded("mem", [&]() -> p2p_status_t {
         Registry<MemEntry>::Ref e = g_mems.get(handle_id(mem));
         if (!e) return P2P_ERR_INVALID_HANDLE;
-        // Busy: progress once and look again. What holds the registration
-        // waits on the network (a transfer UCX still moves, a receive
-        // whose sender is gone, looked for by the context's periodic
-        // work), and in serialized mode only the application's calls
-        // progress while it keeps calling: one that polls this call alone
-        // must let it come free too.
+        // Busy in serialized mode: progress once and look again. There only
+        // the application's calls progress while it keeps calling (the
+        // backstop stays out), and one that polls this call alone must let
+        // what the context's own work frees (a receive whose sender is
+        // gone, looked for by the periodic work) come free too. Not in
+        // multi mode: the progress thread runs that work, and a user's
+        // progress call makes it step aside for 2 ms (a deregister poll
+        // loop would slow every transfer of the context).
+        const bool serialized = e->ctx->progress().serialized();
         for (int look = 0;; ++look) {
             {
                 // Posts take their reference under the worker lock: once
@@ -131,7 +134,7 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem) {
                     break;
                 }
             }
-            if (look == 1) return P2P_ERR_BUSY;
+            if (look == 1 || !serialized) return P2P_ERR_BUSY;
             e->ctx->progress().try_progress_from_user();
         }
         if (!g_mems.remove(handle_id(mem))) return P2P_ERR_INVALID_HANDLE;
