@@ -190,7 +190,12 @@ TEST(Config, UnusableLocalRankIsWarnedAboutOnce) {
     const char *keep_r = std::getenv("LOCAL_RANK");
     const char *keep_s = std::getenv("LOCAL_WORLD_SIZE");
     const std::string saved_r = keep_r ? keep_r : "", saved_s = keep_s ? keep_s : "";
-    setenv("LOCAL_RANK", "71", 1);
+    // Values not used before in this process (--gtest_repeat runs it again:
+    // a value already warned about is, rightly, not warned about twice).
+    static int round = 0;
+    ++round;
+    const std::string v1 = std::to_string(69 + 2 * round), v2 = std::to_string(70 + 2 * round);
+    setenv("LOCAL_RANK", v1.c_str(), 1);
     unsetenv("LOCAL_WORLD_SIZE");
     auto warnings = [](const std::string &err, const std::string &what) {
         size_t n = 0;
@@ -204,11 +209,13 @@ TEST(Config, UnusableLocalRankIsWarnedAboutOnce) {
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
     }
-    setenv("LOCAL_RANK", "72", 1);  // other values: warned about again
+    setenv("LOCAL_RANK", v2.c_str(), 1);  // other values: warned about again
     EXPECT_EQ(P2P_OK, p2p_local_rank_query(&rank, &size));
     const std::string err = testing::internal::GetCapturedStderr();
-    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='71' LOCAL_WORLD_SIZE='(unset)'")) << err;
-    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='72' LOCAL_WORLD_SIZE='(unset)'")) << err;
+    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='" + v1 + "' LOCAL_WORLD_SIZE='(unset)'"))
+        << err;
+    EXPECT_EQ(1u, warnings(err, "ignoring LOCAL_RANK='" + v2 + "' LOCAL_WORLD_SIZE='(unset)'"))
+        << err;
     EXPECT_EQ(0u, size);  // none found: planned as rank 0 of 1
     if (keep_r) setenv("LOCAL_RANK", saved_r.c_str(), 1); else unsetenv("LOCAL_RANK");
     if (keep_s) setenv("LOCAL_WORLD_SIZE", saved_s.c_str(), 1);

@@ -164,6 +164,17 @@ P2prun::P2prun(const TempDir &dir, const std::vector<std::string> &args,
     }
 }
 
+std::string P2prun::err_so_far() const { return read_file(err_path_); }
+
+bool P2prun::wait_for_err(const std::string &text, double deadline_s) const {
+    const double t0 = now_s();
+    while (err_so_far().find(text) == std::string::npos) {
+        if (now_s() - t0 > deadline_s) return false;
+        ::usleep(5 * 1000);
+    }
+    return true;
+}
+
 Result P2prun::wait(double deadline_s) {
     Result r;
     if (pid_ <= 0) {

@@ -56,6 +56,10 @@ public:
     P2prun &operator=(const P2prun &) = delete;
 
     pid_t pid() const { return pid_; }
+    // What p2prun wrote to stderr so far.
+    std::string err_so_far() const;
+    // Waits at most deadline_s seconds for text in p2prun's stderr.
+    bool wait_for_err(const std::string &text, double deadline_s) const;
     // Waits at most deadline_s seconds for p2prun to exit.
     Result wait(double deadline_s = 20);
 

@@ -353,7 +353,9 @@ TEST(P2prunSignalTwice, SecondSignalKillsWithoutWaitingForGrace) {
 }
 
 TEST(P2prunSignalTwice, SameProcessSignallingAgainLaterIsASecondSignal) {
-    expect_second_signal_kills(1.3);
+    // Well past the 1 s repeat window: on a loaded machine p2prun may
+    // handle the first signal late, which would bring the two closer.
+    expect_second_signal_kills(2.0);
 }
 
 // timeout(1) sends SIGTERM to p2prun, then to its own process group, which
@@ -366,9 +368,11 @@ TEST(P2prunSignalTwice, OneRequestDeliveredTwiceIsOneSignal) {
     P2prun p(dir, {"-n", "2", "--grace", "20", "sh", "-c", script}, {}, {}, -1, {}, true);
     ASSERT_TRUE(wait_for_files({dir.file("sleep.0"), dir.file("sleep.1")}, 10));
     ASSERT_EQ(0, ::kill(p.pid(), SIGTERM));
-    // Once the ranks have it, p2prun has taken the first delivery: the
-    // second cannot merge with it in the kernel.
-    ASSERT_TRUE(wait_for_files({dir.file("got.0"), dir.file("got.1")}, 10));
+    // Once p2prun reports it, it has taken the first delivery: the second
+    // cannot merge with it in the kernel. (Not the ranks' files: a loaded
+    // machine may take longer than the 1 s repeat window to run their
+    // traps, and the second delivery must come within it.)
+    ASSERT_TRUE(p.wait_for_err("received signal 15", 10)) << p.err_so_far();
     ASSERT_EQ(0, ::kill(-p.pid(), SIGTERM));  // p2prun's group: p2prun alone
     Result r = p.wait(15);
     ASSERT_FALSE(r.timed_out);
