@@ -105,8 +105,7 @@ unsigned Progress::take_in_locked() {
 }
 
 unsigned Progress::progress_locked() {
-    conclude_copies_locked();
-    const unsigned n = take_in_locked();
+    const unsigned n = conclude_and_take_in_locked();
     after_locked();
     return n;
 }
@@ -209,6 +208,10 @@ void Progress::run_backstop() {
     // rate). Once it has stayed out for a round, progress; after
     // kSettleRounds quiet rounds sleep on the worker's events (armed) up to
     // tick_ms, or without event support back off to tick_ms by doubling.
+    // The rule "the lock count moved: its calls progress" asks every call
+    // an application may poll in a loop to progress when it takes the
+    // lock and finds nothing done (p2p_comm_poll, p2p_comm_wait, a busy
+    // p2p_mem_deregister); a new such call must do the same.
     constexpr int kActiveMs = 1;
     constexpr int kBusyMs = 16;
     constexpr int kSettleRounds = 8;

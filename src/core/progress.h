@@ -162,20 +162,22 @@ public:
      *  for the caller to run() once it lets the lock go; nullptr: none. */
     CopyJob *claim_copies_locked() { return copies_.claim_locked(); }
 
-    /** Progress the worker until it finds nothing more, without running
-     *  the after-progress hooks: for a hook that must see everything
-     *  already delivered before it decides (caller holds worker_mu). */
-    unsigned take_in_locked();
-    /** As take_in_locked, after concluding the copies that ended since
-     *  this progress call concluded them (another thread's): their
-     *  answers go out ahead of what it takes in, as every progress call
-     *  orders them (conclude_copies_locked). For a deferred hook. */
+    /** Conclude the copies that ended (another thread's, since this
+     *  progress call concluded them), then progress the worker until it
+     *  finds nothing more, without running the after-progress hooks: for
+     *  a hook that must see everything already delivered before it
+     *  decides (caller holds worker_mu). Concluded first, their answers
+     *  go out ahead of what it takes in, as every progress call orders
+     *  them (conclude_copies_locked). */
     unsigned conclude_and_take_in_locked() {
         conclude_copies_locked();
         return take_in_locked();
     }
 
 private:
+    /** The worker until it finds nothing more (no conclusion first: see
+     *  conclude_and_take_in_locked). */
+    unsigned take_in_locked();
     static void bump(std::atomic<int64_t> *v, int64_t d) {
         v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
     }

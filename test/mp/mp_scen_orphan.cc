@@ -102,11 +102,11 @@ void run_cma_split_destroy(int argc, char **argv) {
         // p2p_context_destroy). Asked every millisecond: in serialized mode
         // the backstop thread then never finds the application out of the
         // library, so the deregister calls themselves must drive the look.
-        double released = await_deregistered(
-            big.mem(), killed ? 10 : 20,
-            killed ? "the receive whose sender was killed"
-                   : "the receive the destroyed communicator left behind",
-            {}, killed ? 1 : 20);
+        const double limit_s = killed ? 10 : 20;
+        const int poll_ms = killed ? 1 : 20;
+        const char *what = killed ? "the receive whose sender was killed"
+                                  : "the receive the destroyed communicator left behind";
+        double released = await_deregistered(big.mem(), limit_s, what, /*between=*/{}, poll_ms);
         say("registration released after %.2f s", released);
         if (!killed) {
             // Rank 0, resumed, found this rank gone (its goodbye came

@@ -27,9 +27,8 @@ TEST(P2prunFailures, RanksEndingTogetherAreAllReportedTheCrashFirst) {
     // Ranks 1-3 wait for `go`; rank 1 crashes, then 2 and 3 fail in turn;
     // rank 0 would run on.
     const std::string go = dir.file("go");
-    // Each rank writes its pid (whole, by mv) before it says it is ready.
-    std::string script = "ulimit -c 0; echo $$ > " + dir.path() + "/tmp.$RANK && mv " +
-                         dir.path() + "/tmp.$RANK " + dir.path() + "/pid.$RANK; touch " +
+    // Each rank writes its pid before it says it is ready.
+    std::string script = "ulimit -c 0; echo $$ > " + dir.path() + "/pid.$RANK; touch " +
                          dir.path() + "/ready.$RANK; "
                          "while [ ! -e " + go + " ]; do sleep 0.01; done; case $RANK in "
                          "1) kill -SEGV $$;; 2) sleep 0.2; exit 5;; 3) sleep 0.4; exit 6;; "
