@@ -89,6 +89,11 @@ bool process_gone(pid_t pid) {
     return process_state(pid) == 'Z';
 }
 
+pid_t read_pid(const std::string &path) {
+    std::string s = read_file(path);
+    return s.empty() ? -1 : static_cast<pid_t>(std::stol(s));
+}
+
 char process_state(pid_t pid) {
     std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
     size_t paren = stat.rfind(')');

@@ -90,6 +90,8 @@ bool file_exists(const std::string &path);
 bool wait_for_files(const std::vector<std::string> &paths, double deadline_s);
 // True when the process is gone or a zombie (not running).
 bool process_gone(pid_t pid);
+// The pid written in path, or -1 if it is empty or missing.
+pid_t read_pid(const std::string &path);
 // The state letter of /proc/PID/stat ('R', 'S', 'T' when stopped, ...);
 // 0 when the process is gone.
 char process_state(pid_t pid);

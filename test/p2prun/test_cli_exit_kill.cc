@@ -15,11 +15,6 @@ using namespace p2prun_test;
 
 namespace {
 
-pid_t read_pid(const std::string &path) {
-    std::string s = read_file(path);
-    return s.empty() ? -1 : static_cast<pid_t>(std::stol(s));
-}
-
 // Script for `sh -c`: runs `sleep 30` in the background of the rank (a
 // grandchild of p2prun), records its pid in DIR/sleep.RANK once it has
 // exec'd sleep, and waits. Before the exec, the forked shell would take a

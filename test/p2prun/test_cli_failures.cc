@@ -42,8 +42,7 @@ TEST(P2prunFailures, RanksEndingTogetherAreAllReportedTheCrashFirst) {
     // Ranks 1-3 have all ended (zombies: p2prun, stopped, reaps nothing)
     // before p2prun goes on, whatever the machine's load.
     for (int rank = 1; rank <= 3; ++rank) {
-        const pid_t pid = static_cast<pid_t>(
-            std::stol(read_file(dir.file("pid." + std::to_string(rank)))));
+        const pid_t pid = read_pid(dir.file("pid." + std::to_string(rank)));
         const double t0 = now_s();
         while (process_state(pid) != 'Z') {
             ASSERT_LT(now_s() - t0, 10.0) << "rank " << rank << " did not end";
