@@ -74,7 +74,8 @@
  *    SLURM_LOCALID with its task counts, PMIX_LOCAL_RANK; else the first of
  *    those rank variables set alone; else 0. It stays the same across
  *    Initialize, except where Initialize found none of those pairs and took
- *    the bootstrap's local rank for the rail plan: from then on that one.
+ *    the bootstrap's local rank for the rail plan: from then on that one
+ *    (after Shutdown too).
  *  - herringP2PGetRDMADevices replaces the vector's contents with the RDMA
  *    device names of this machine (/sys/class/infiniband), sorted; empty when
  *    there are none.

@@ -11,6 +11,7 @@
 
 #include <ucxp2p/p2p.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +21,21 @@ namespace herring {
  * by P2P_LOG_LEVEL like the core's log. */
 void log(p2p_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool log_enabled(p2p_log_level_t level);
+
+/** One call site's burst count (a static per site), as the core's log
+ *  keeps: at warn or error, and when P2P_LOG_LEVEL is warn or error, a site
+ *  writes at most kBurst lines per kWindowNs; the next line written says
+ *  how many were muted meanwhile. info and below write every line. */
+struct Burst {
+    static constexpr unsigned kBurst = 10;
+    static constexpr int64_t kWindowNs = 10LL * 1000 * 1000 * 1000;
+    std::atomic<int> busy{0};  // a spin flag: never waits on a lock
+    int64_t window_start = 0;
+    unsigned count = 0;
+    uint64_t dropped = 0;
+};
+void log_burst(Burst &site, p2p_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ---- devices (herring_device.cc) */
 

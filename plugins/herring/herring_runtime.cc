@@ -14,12 +14,14 @@
  */
 #include "herring_internal.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <thread>
 
 namespace herring {
@@ -28,6 +30,7 @@ namespace {
 
 constexpr int kWaitSliceMs = 50;
 constexpr int kDrainTimeoutMs = 10000;
+constexpr int kNoMemoryRetryMs = 200;
 constexpr uint32_t kNoRank = 0xffffffffu;
 
 enum class State { kUninit, kReady, kShutdown };
@@ -114,8 +117,13 @@ private:
                             : "before herringP2PInitialize";
     }
     /** Move every entry ucxp2p already has into the local queue (mu_ held),
-     *  so a synthesised entry queued next keeps completion order. */
-    void drain_locked(p2p_queue_t q);
+     *  then queue *then (when given) behind them, so a synthesised entry
+     *  keeps completion order. Room is made before each entry is taken: an
+     *  allocation that fails throws std::bad_alloc with the entries not
+     *  yet moved still in ucxp2p's queue (and *then not queued). */
+    void drain_locked(p2p_queue_t q, const CompletionEntry *then = nullptr);
+    /** drain_locked of both queues; false (nothing lost) when out of memory. */
+    bool try_drain_both_locked();
     void release_user() {
         std::lock_guard<std::mutex> lock(mu_);
         --users_;
@@ -133,19 +141,45 @@ private:
     p2p_comm_h comm_ = nullptr;
     p2p_comm_info_t info_{};
     uint32_t device_rank_ = 0;  // local rank the rail plan used (herringLocalDevice)
+    bool device_rank_set_ = false;  // an Initialize succeeded: device_rank_ holds
     std::deque<CompletionEntry> local_[2];
 };
 
-void Runtime::drain_locked(p2p_queue_t q) {
-    if (comm_ == nullptr) {
-        return;
-    }
-    p2p_completion_t c[16];
-    size_t n = 0;
-    while (p2p_comm_poll(comm_, q, c, 16, &n) == P2P_OK && n > 0) {
-        for (size_t i = 0; i < n; ++i) {
-            local_[q].push_back(to_entry(c[i]));
+void Runtime::drain_locked(p2p_queue_t q, const CompletionEntry *then) {
+    constexpr size_t kBatch = 16;
+    std::deque<CompletionEntry> &d = local_[q];
+    for (;;) {
+        const size_t base = d.size();
+        d.resize(base + kBatch);  // may throw: nothing taken yet
+        p2p_completion_t c[kBatch];
+        size_t n = 0;
+        if (comm_ == nullptr || p2p_comm_poll(comm_, q, c, kBatch, &n) != P2P_OK) {
+            n = 0;
         }
+        for (size_t i = 0; i < n; ++i) {
+            d[base + i] = to_entry(c[i]);
+        }
+        if (n == 0 && then != nullptr) {
+            d[base] = *then;
+            n = 1;
+            then = nullptr;
+            d.resize(base + n);  // shrinking never allocates
+            return;
+        }
+        d.resize(base + n);
+        if (n == 0) {
+            return;
+        }
+    }
+}
+
+bool Runtime::try_drain_both_locked() {
+    try {
+        drain_locked(P2P_QUEUE_SEND);
+        drain_locked(P2P_QUEUE_RECV);
+        return true;
+    } catch (const std::bad_alloc &) {
+        return false;
     }
 }
 
@@ -226,6 +260,7 @@ void Runtime::initialize() {
     comm_ = comm;
     info_ = cinfo;
     device_rank_ = plan_local_rank;
+    device_rank_set_ = true;
     state_ = State::kReady;
     log(P2P_LOG_INFO, "initialize: rank %u of %u (local %u of %u) through the %s bootstrap",
         cinfo.rank, cinfo.size, cinfo.local_rank, cinfo.local_size, binfo.name);
@@ -265,40 +300,59 @@ void Runtime::shutdown() {
     if (st != P2P_OK) {
         log(P2P_LOG_WARN, "shutdown: cancelling pending operations: %s", p2p_status_string(st));
     }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kDrainTimeoutMs);
-    for (;;) {
+    // From here on, whatever way this call ends, the shim is shut down:
+    // completion calls that saw the communicator refuse (P2P_ERR_SHUTDOWN)
+    // wait for that state, and would wait forever.
+    struct EndsShutDown {
+        Runtime *rt;
+        ~EndsShutDown() {
+            std::lock_guard<std::mutex> lock(rt->mu_);
+            rt->state_ = State::kShutdown;
+            rt->cv_.notify_all();
+        }
+    } ends{this};
+    // Move the entries into the local queues as they come, until nothing is
+    // pending and ucxp2p's queues are empty. Out of memory, the entries stay
+    // in ucxp2p's queues (none is taken without room for it) and the loop
+    // tries again: until the deadline while operations are pending, for
+    // kNoMemoryRetryMs once none is.
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::milliseconds(kDrainTimeoutMs);
+    auto oom_deadline = deadline;
+    for (bool warned = false;;) {
         size_t pending[2] = {0, 0};
+        bool drained;
         {
             std::lock_guard<std::mutex> lock(mu_);
+            drained = try_drain_both_locked();
             for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
-                drain_locked(q);
                 if (p2p_comm_pending(comm, q, &pending[q]) != P2P_OK) {
                     pending[q] = 0;
                 }
             }
             cv_.notify_all();  // completion calls waiting for these entries
         }
-        if (pending[0] + pending[1] == 0) {
+        if (pending[0] + pending[1] == 0 && drained) {
             break;
         }
-        if (std::chrono::steady_clock::now() > deadline) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!drained && !warned) {
+            log(P2P_LOG_WARN, "shutdown: no memory to keep completion entries; trying again");
+            warned = true;
+        }
+        if (pending[0] + pending[1] == 0 && oom_deadline == deadline) {
+            oom_deadline = std::min(deadline, now + std::chrono::milliseconds(kNoMemoryRetryMs));
+        }
+        if (pending[0] + pending[1] == 0 && now > oom_deadline) {
+            break;  // the teardown below tries once more, and says what is lost
+        }
+        if (now > deadline) {
             log(P2P_LOG_WARN, "shutdown: %zu send(s) and %zu receive(s) still pending after "
-                "%d ms; their completions are lost", pending[0], pending[1], kDrainTimeoutMs);
+                "%d ms%s; their completions are lost", pending[0], pending[1], kDrainTimeoutMs,
+                drained ? "" : ", and entries ucxp2p holds could not be kept (no memory)");
             break;
         }
-        p2p_completion_t c;
-        size_t n = 0;
-        // Block briefly on the receive queue; the loop polls both. Once the
-        // receive queue is empty for good the wait says so at once
-        // (P2P_ERR_SHUTDOWN): sleep instead, sends may still be pending.
-        st = p2p_comm_wait(comm, P2P_QUEUE_RECV, &c, 1, &n, 10);
-        if (st == P2P_OK && n == 1) {
-            std::lock_guard<std::mutex> lock(mu_);
-            local_[P2P_QUEUE_RECV].push_back(to_entry(c));
-            cv_.notify_all();
-        } else if (st == P2P_ERR_SHUTDOWN) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     // And once more before the teardown: no rank destroys its worker while a
     // peer may still be reading from it. Not after a failed barrier (a rank
@@ -317,8 +371,9 @@ void Runtime::shutdown() {
         state_ = State::kShutdown;  // new calls no longer touch the handles
         cv_.notify_all();
         cv_.wait(lock, [this] { return users_ == 0; });
-        for (p2p_queue_t q : {P2P_QUEUE_SEND, P2P_QUEUE_RECV}) {
-            drain_locked(q);
+        if (!try_drain_both_locked()) {
+            log(P2P_LOG_ERROR, "shutdown: no memory to keep completion entries: those "
+                "ucxp2p still holds are lost");
         }
         boot = boot_;
         ctx = ctx_;
@@ -366,8 +421,9 @@ void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t len
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (state_ != State::kReady) {
-            log(P2P_LOG_WARN, "%s to/from rank %d tensor %d: called %s", queue_name(q), rank,
-                tensor_id, unusable_reason());
+            static Burst site;
+            log_burst(site, P2P_LOG_WARN, "%s to/from rank %d tensor %d: called %s",
+                      queue_name(q), rank, tensor_id, unusable_reason());
             local_[q].push_back(make_entry(context, peer, tid, unusable_code()));
             return;
         }
@@ -394,11 +450,13 @@ void Runtime::post(p2p_queue_t q, int rank, void *buffer, void *mr, uint64_t len
         return;
     }
     // The vendor call returns void: the error becomes its one entry.
-    log(P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s", queue_name(q), rank,
-        tensor_id, static_cast<unsigned long long>(length), p2p_status_string(st));
+    static Burst site;
+    log_burst(site, P2P_LOG_WARN, "%s to/from rank %d tensor %d length %llu: %s",
+              queue_name(q), rank, tensor_id, static_cast<unsigned long long>(length),
+              p2p_status_string(st));
+    const CompletionEntry rejected = make_entry(context, peer, tid, map_status(st));
     std::lock_guard<std::mutex> lock(mu_);
-    drain_locked(q);
-    local_[q].push_back(make_entry(context, peer, tid, map_status(st)));
+    drain_locked(q, &rejected);
     // A completion call blocked in p2p_comm_wait returns now and finds the
     // entry (comm is still ours: users_ not yet released).
     p2p_comm_signal(comm, q);
@@ -426,7 +484,20 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
         p2p_status_t st = p2p_comm_wait(comm, q, &c, 1, &n, kWaitSliceMs);
         release_user();
         if (st == P2P_OK && n == 1) {
-            return to_entry(c);
+            // Entries moved to the local queue while this call waited (a
+            // rejected post, Shutdown) completed before this one: they go first.
+            std::lock_guard<std::mutex> lock(mu_);
+            if (local_[q].empty()) {
+                return to_entry(c);
+            }
+            try {
+                local_[q].push_back(to_entry(c));
+            } catch (const std::bad_alloc &) {
+                return to_entry(c);  // out of order rather than lost
+            }
+            CompletionEntry e = local_[q].front();
+            local_[q].pop_front();
+            return e;
         }
         if (st == P2P_ERR_INTERRUPTED) {
             continue;  // post() queued a local entry: take it above
@@ -451,8 +522,8 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
 uint32_t Runtime::local_rank() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (state_ == State::kReady) {
-            return device_rank_;  // see initialize()
+        if (device_rank_set_) {
+            return device_rank_;  // see initialize(); kept after Shutdown
         }
     }
     return env_local_rank();

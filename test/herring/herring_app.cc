@@ -545,6 +545,8 @@ int run_job(int size) {
     expect_entry(herringP2PReadCompletion(), nullptr, kNone, kNone, RDMA_SHUTDOWN);
     herringP2PSend(next, tsend, tmr, 8, 7100, tsend, 0);
     expect_entry(herringP2PSendCompletion(), tsend, next, 7100, RDMA_SHUTDOWN);
+    // The device it named stays (the application chose its GPU with it).
+    CHECK(herringLocalDevice() == local);
     std::printf("herring_app OK rank %d\n", rank);
     return 0;
 }

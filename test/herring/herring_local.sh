@@ -135,6 +135,31 @@ if [ $rc = 0 ] && grep -q '^herring_edge OK rank 0' "$out"; then
 else
     echo "FAIL: herring_edge oom-post (rc $rc):"; cat "$out"; exit 1
 fi
+# Allocation failures while the shim moves the core's entries to its own
+# queue: a rejected post loses no other operation's entry, and a Shutdown
+# that cannot allocate still ends the completion calls.
+for t in oom-drain oom-shutdown; do
+    LD_PRELOAD=$preload P2P_LOG_LEVEL=error timeout -k 5 90 "$edge" $t >"$out" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && grep -q '^herring_edge OK rank 0' "$out"; then
+        echo "PASS: herring_edge $t ($(grep -o '[0-9]* + [0-9]* of [0-9]*' "$out"))"
+    else
+        echo "FAIL: herring_edge $t (rc $rc):"; cat "$out"; exit 1
+    fi
+done
+# 4000 rejected calls at the default log level: warnings in bursts of 10
+# per call site (the core's rule), not one line per call.
+env -u P2P_LOG_LEVEL LD_PRELOAD="$preload" timeout -k 5 90 "$edge" storm >"$out" 2>"$out.err"
+rc=$?
+lines=$(grep -c 'herring\] warn: ' "$out.err")
+if [ $rc = 0 ] && grep -q '^herring_edge OK rank 0' "$out" && [ "$lines" -ge 1 ] &&
+   [ "$lines" -le 20 ] && grep -q 'more like this muted' "$out.err"; then
+    echo "PASS: 4000 rejected calls logged $lines warnings"
+else
+    echo "FAIL: herring_edge storm (rc $rc, $lines warnings):"; head -30 "$out" "$out.err"
+    exit 1
+fi
+rm -f "$out.err"
 # Without the preload the stub must abort: proves the test can fail.
 (timeout -k 5 30 "$app" single -; exit $?) >"$out" 2>&1
 rc=$?
