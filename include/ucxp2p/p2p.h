@@ -3,7 +3,8 @@
  *
  * Public C API. Every function is safe to call from any thread, never throws,
  * and reports failures through p2p_status_t. Output arguments (suffix _p) are
- * written only on success.
+ * written only on success, except where a function says otherwise
+ * (p2p_comm_wait's *count_p, the batch calls' *bad_index_p).
  *
  * Object model
  *   p2p_context_h   UCP context + one worker + one progress thread.
@@ -195,7 +196,8 @@ typedef struct {
  * Print every P2P_* variable with its default, current value and help text,
  * then any variable of the environment that looks like a misspelled one.
  * Errors: P2P_ERR_INVALID_PARAM if stream is NULL; P2P_ERR_NO_MEMORY
- * (nothing printed).
+ * (nothing printed). Write errors on stream are not reported: check it
+ * with ferror, as after fprintf.
  */
 p2p_status_t p2p_config_print(FILE *stream);
 
@@ -414,8 +416,13 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * P2P_CUDA_STAGING=off refuses device memory there instead. Where the
  * process has loaded the CUDA driver, the address is checked with
  * cuPointerGetAttribute.
+ * Host memory must be mapped in this process over the whole range (read
+ * in /proc/self/maps at registration); memory mapped read-only registers,
+ * and serves sends only: a receive into it is refused.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
- * mem_p, zero length, address + length past the end of the address space),
+ * mem_p, zero length, address + length past the end of the address space,
+ * a page of host memory in the range not mapped or mapped without access
+ * (PROT_NONE); logged),
  * P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
  * without CUDA and P2P_CUDA_STAGING=off, or no CUDA context for it;
  * logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY (also: no
@@ -453,7 +460,8 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * same-host peer, which is sent synchronously to time the path): never
  * wait for a send's completion before posting the receive it pairs with.
  * Errors: P2P_ERR_INVALID_HANDLE (comm or mem), P2P_ERR_INVALID_PARAM (NULL
- * buffer, mem of another context), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
+ * buffer, mem of another context; for a receive also mem mapped read-only
+ * when registered, logged), P2P_ERR_NOT_REGISTERED, P2P_ERR_BAD_RANK,
  * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead, its
  * process found gone (same host) before connecting to it, or UCX found it
  * gone or unreachable creating the endpoint: nothing was posted, and the
@@ -548,8 +556,8 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
 /**
  * As p2p_comm_poll, but block until at least one entry is available or
  * timeout_ms passes (-1: forever, 0: do not block).
- * Errors: as p2p_comm_poll (P2P_ERR_INVALID_PARAM also for a timeout_ms
- * below -1), plus P2P_ERR_TIMEOUT (nothing arrived in time;
+ * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (as p2p_comm_poll,
+ * and a timeout_ms below -1), P2P_ERR_TIMEOUT (nothing arrived in time;
  * *count_p is 0), P2P_ERR_SHUTDOWN (the communicator was shut down or
  * destroyed -- also while this call waited -- and every entry has been
  * popped: nothing can arrive any more; *count_p is 0) and

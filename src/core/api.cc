@@ -40,6 +40,13 @@ __attribute__((noinline, cold)) p2p_status_t stage_item(bool is_send, const Mem 
     return is_send ? mem.shadow->pull(*buffer, length) : P2P_OK;
 }
 
+/** A receive into memory registered read-only (logged). */
+__attribute__((noinline, cold)) p2p_status_t not_writable(const Comm &comm, const void *buffer) {
+    P2P_LOG(P2P_LOG_ERROR, "comm %u: receive into %p: its registration is read-only memory",
+            comm.id(), buffer);
+    return P2P_ERR_INVALID_PARAM;
+}
+
 /** Validate one block against comm and its registration m (already
  *  checked by check_mem_of); fills item. Always inline: left to itself,
  *  the compiler calls it once it grew the staged branch, ~37 more
@@ -50,6 +57,7 @@ check_item(bool is_send, Comm &comm, uint32_t peer, uint32_t tensor_id, const vo
     if (buffer == nullptr) return P2P_ERR_INVALID_PARAM;
     if (peer >= comm.size()) return P2P_ERR_BAD_RANK;
     if (!m.mem.contains(buffer, length)) return P2P_ERR_NOT_REGISTERED;
+    if (!is_send && __builtin_expect(!m.mem.writable, 0)) return not_writable(comm, buffer);
     if (__builtin_expect(m.mem.shadow != nullptr, 0)) {
         p2p_status_t st = stage_item(is_send, m.mem, &buffer, length);
         if (st != P2P_OK) return st;

@@ -5,6 +5,7 @@
 #include "core/guard.h"
 #include "core/log.h"
 #include "core/memtype.h"
+#include "core/vm_range.h"
 
 #include <new>
 
@@ -17,7 +18,8 @@ namespace {
  *  name its memfd when same-host peers may map it (-1: not shareable). */
 p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
                           size_t length, int shm_fd, uint64_t shm_ino,
-                          std::unique_ptr<memtype::Shadow> shadow, p2p_mem_h *mem_p) {
+                          std::unique_ptr<memtype::Shadow> shadow, bool writable,
+                          p2p_mem_h *mem_p) {
     ucp_mem_map_params_t mp = {};
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = shadow ? shadow->host() : address;
@@ -45,6 +47,7 @@ p2p_status_t register_mem(Registry<ContextEntry>::Ref &ce, void *address,
     e->mem.shm_fd = shm_fd;
     e->mem.shm_ino = shm_ino;
     e->mem.shadow = std::move(shadow);
+    e->mem.writable = writable;
     uint64_t id = 0;
     try {
         id = g_mems.add(std::move(e));  // may allocate a chunk of slots
@@ -89,8 +92,27 @@ p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t l
             p2p_status_t st = memtype::Shadow::create(address, length, &shadow);
             if (st != P2P_OK) return st;
         }
-        return register_mem(ce, address, length, shm_fd, shm_ino, std::move(shadow), mem_p);
+        // Host memory must be mapped here: UCX registers it without touching
+        // it, and would fault in the middle of a transfer instead.
+        bool writable = true;
+        if (how == memtype::Admit::DIRECT &&
+            memtype::classify(address) != memtype::Kind::DEVICE) {
+            const vm::Access a = vm::range_access(address, length);
+            if (a == vm::Access::UNMAPPED || a == vm::Access::NO_ACCESS) {
+                P2P_LOG(P2P_LOG_ERROR, "mem: [%p, %p) is %s in this process: not registered",
+                        address, static_cast<void *>(static_cast<char *>(address) + length),
+                        vm::access_name(a));
+                return P2P_ERR_INVALID_PARAM;
+            }
+            writable = a != vm::Access::READ_ONLY;
+        }
+        return register_mem(ce, address, length, shm_fd, shm_ino, std::move(shadow),
+                            writable, mem_p);
     });
+}
+
+bool ucxp2p::context_alive(p2p_context_h context) {
+    return static_cast<bool>(g_contexts.get(handle_id(context)));
 }
 
 size_t ucxp2p::mem_registrations(p2p_context_h context) {

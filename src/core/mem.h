@@ -38,6 +38,8 @@ struct Mem {
     // Device memory UCX cannot move: UCX maps and moves this host copy
     // (core/staging.h); base and length stay the device range.
     std::unique_ptr<memtype::Shadow> shadow;
+    // Host memory mapped read-only when registered: receives refused.
+    bool writable = true;
 
     /** True when [p, p + len) lies inside the registration. */
     bool contains(const void *p, size_t len) const {
@@ -68,6 +70,9 @@ p2p_status_t mem_register(p2p_context_h context, void *address, size_t length,
  *  released): same-host peers that mapped it unmap it when they next read
  *  from this process by mapping (core/cma.h, kClosedWord). */
 void mem_region_closed();
+
+/** context names a live context (p2p_mem_alloc looks before it maps). */
+bool context_alive(p2p_context_h context);
 
 /** How many registrations of context are alive (0 for an unknown context):
  *  for tests that check a failed call registered nothing. */
