@@ -52,7 +52,8 @@ p2p_status_t p2p_mem_alloc(p2p_context_h context, size_t length, int numa_node,
  * Errors: P2P_ERR_INVALID_PARAM (address not from p2p_mem_alloc, already
  * freed, or mem is another registration), P2P_ERR_BUSY (operations using
  * mem are in flight; nothing is released; it progresses as
- * p2p_mem_deregister does).
+ * p2p_mem_deregister does), P2P_ERR_NO_MEMORY (the library's bookkeeping;
+ * nothing is released).
  */
 p2p_status_t p2p_mem_free(void *address, p2p_mem_h mem);
 

@@ -120,7 +120,7 @@ p2p_status_t mem_alloc(p2p_context_h context, size_t length, int numa_node,
                 length, numa_node);
         return P2P_ERR_INVALID_PARAM;
     }
-    if (context == nullptr) {
+    if (!ucxp2p::context_alive(context)) {  // before anything is mapped
         return P2P_ERR_INVALID_HANDLE;
     }
     if (numa_node >= 0 && !node_exists(numa_node)) {

@@ -182,6 +182,16 @@ TEST_F(NumaMem, BadArguments) {
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_alloc(ctx_, 64, -2, &p, &mem));
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, p2p_mem_alloc(ctx_, 64, 1000, &p, &mem));
     EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_alloc(nullptr, 64, -1, &p, &mem));
+    // Another kind of handle, and a destroyed context: found before the
+    // mmap (a length no mmap can serve would say NO_MEMORY otherwise).
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE,
+              p2p_mem_alloc(reinterpret_cast<p2p_context_h>(comm_), 1ull << 60, -1, &p, &mem));
+    p2p_context_h gone = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &gone));
+    ASSERT_EQ(P2P_OK, p2p_context_destroy(gone));
+    EXPECT_EQ(P2P_ERR_INVALID_HANDLE, p2p_mem_alloc(gone, 1ull << 60, -1, &p, &mem));
+    // The mmap itself failing.
+    EXPECT_EQ(P2P_ERR_NO_MEMORY, p2p_mem_alloc(ctx_, 1ull << 60, -1, &p, &mem));
     EXPECT_EQ(nullptr, p);
     EXPECT_EQ(nullptr, mem);
 
