@@ -7,10 +7,16 @@
  *                                       uneven blobs (one empty), barriers,
  *                                       a second bootstrap (PMIx_Init refcount),
  *                                       one created after all were destroyed
- *   pmix_rank --gone                    rank 1 exits after wireup (normally,
- *                                       PMIx finalized); the others' barrier
- *                                       and allgather must fail, not hang
- *                                       and not return OK
+ *   pmix_rank --gone [K]                rank 1 exits after wireup and K
+ *                                       barriers (default 0; normally, PMIx
+ *                                       finalized); the others' barrier and
+ *                                       allgather must fail, not hang and
+ *                                       not return OK (K >= 2: its values of
+ *                                       older barriers are there to find)
+ *   pmix_rank --many N                  N barriers, an allgather (contents
+ *                                       checked) every 250: the cost of a
+ *                                       barrier must not grow with the
+ *                                       number before it (the test's timeout)
  *   pmix_rank --unsupported             outside a launcher: create must give
  *                                       P2P_ERR_UNSUPPORTED
  *   pmix_rank --bench ITERS             timings (rank 0 prints one line)
@@ -214,11 +220,12 @@ int run_bench(long iters) {
     return 0;
 }
 
-/** Rank 1 leaves right after wireup; every other rank's barrier and
+/** Rank 1 leaves after `before` barriers; every other rank's barrier and
  *  allgather must then fail (not return OK as if rank 1 had entered). */
-int run_gone() {
+int run_gone(uint32_t before) {
     std::unique_ptr<Bootstrap> b = create_or_die();
     g_rank = static_cast<int>(b->rank());
+    for (uint32_t k = 0; k < before; ++k) expect_eq("barrier before", b->barrier(), P2P_OK);
     if (b->rank() == 1) {
         std::printf("pmix_rank OK rank %d (leaves)\n", g_rank);
         return 0;
@@ -237,6 +244,19 @@ int run_gone() {
     return 0;
 }
 
+int run_many(long rounds) {
+    std::unique_ptr<Bootstrap> b = create_or_die();
+    g_rank = static_cast<int>(b->rank());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (long k = 0; k < rounds; ++k) {
+        if (k % 250 == 0) check_allgather(*b, 1);
+        expect_eq("barrier", b->barrier(), P2P_OK);
+    }
+    std::printf("pmix_rank OK rank %d (%ld rounds in %.2f s)\n", g_rank, rounds,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -247,15 +267,18 @@ int main(int argc, char **argv) {
     if (argc == 2 && std::strcmp(argv[1], "--unsupported") == 0) {
         return run_unsupported();
     }
-    if (argc == 2 && std::strcmp(argv[1], "--gone") == 0) {
-        return run_gone();
+    if ((argc == 2 || argc == 3) && std::strcmp(argv[1], "--gone") == 0) {
+        return run_gone(argc == 3 ? static_cast<uint32_t>(std::atol(argv[2])) : 0);
+    }
+    if (argc == 3 && std::strcmp(argv[1], "--many") == 0) {
+        return run_many(std::atol(argv[2]));
     }
     if (argc == 3 && std::strcmp(argv[1], "--bench") == 0) {
         return run_bench(std::atol(argv[2]));
     }
     std::fprintf(stderr,
-                 "usage: %s --check SIZE LOCAL_SIZE | --gone | --unsupported | "
-                 "--bench ITERS\n",
+                 "usage: %s --check SIZE LOCAL_SIZE | --gone [K] | --many N | "
+                 "--unsupported | --bench ITERS\n",
                  argv[0]);
     return 2;
 }

@@ -3,8 +3,10 @@
 #   1. outside a launcher, pmix_bootstrap_create -> P2P_ERR_UNSUPPORTED
 #   2. mpirun -np 4 (OpenMPI's PMIx server): rank/size/local values,
 #      allgather, barrier on every rank, for both P2P_PMIX_MODEX values;
-#      with a rank gone after wireup, barrier and allgather fail
+#      with a rank gone after wireup, barrier and allgather fail; 3000
+#      barriers in a row (their cost must not grow: the timeout)
 #   3. srun --mpi=pmix -n 4 inside a private Slurm (slurm_harness.sh), same
+#      (and 3000 barriers of 2 ranks: Slurm's PMIx server)
 # Exit 77 (skip) only when a launcher is not installed; any failure is loud.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,11 +56,24 @@ if command -v mpirun >/dev/null 2>&1; then
     done
     # A rank that left after wireup: the others' barrier and allgather end
     # with an error within the bootstrap timeout.
-    P2P_BOOTSTRAP_TIMEOUT_MS=2000 timeout -k 5 60 mpirun -np 3 \
-        --allow-run-as-root --oversubscribe -x P2P_BOOTSTRAP_TIMEOUT_MS \
-        "$prog" --gone >"$out" 2>&1
-    check_ranks "mpirun -np 3, rank 1 gone: barrier and allgather fail" $? \
-        "$out" 3
+    # After 3 barriers its values of older barriers are there to find (two
+    # keys in turn): they must be refused as stale.
+    for k in 0 3; do
+        P2P_BOOTSTRAP_TIMEOUT_MS=2000 timeout -k 5 60 mpirun -np 3 \
+            --allow-run-as-root --oversubscribe -x P2P_BOOTSTRAP_TIMEOUT_MS \
+            "$prog" --gone $k >"$out" 2>&1
+        check_ranks "mpirun -np 3, rank 1 gone after $k barriers: barrier and allgather fail" \
+            $? "$out" 3
+    done
+    # 3000 barriers (an allgather every 250, contents checked): with a new
+    # PMIx key per barrier each cost more than the last (2 ranks: 2000
+    # unfinished after 100 s).
+    for modex in collect direct; do
+        P2P_PMIX_MODEX=$modex timeout -k 5 60 mpirun -np 2 --allow-run-as-root \
+            --oversubscribe -x P2P_PMIX_MODEX "$prog" --many 3000 >"$out" 2>&1
+        check_ranks "mpirun -np 2, modex $modex: 3000 barriers $(grep -o 'in [0-9.]* s' "$out" | head -1)" \
+            $? "$out" 2
+    done
 else
     skipped="$skipped mpirun"
 fi
@@ -71,13 +86,15 @@ trap 'rm -f "$out" "$none"' EXIT
 P2P_PMIX_MODEX=collect "$here/slurm_harness.sh" -t 60 -- bash -c "
     srun --mpi=pmix -n $n -O '$prog' --check $n $n &&
     P2P_PMIX_MODEX=direct srun --mpi=pmix -n $n -O '$prog' --check $n $n &&
+    srun --mpi=pmix -n 2 -O '$prog' --many 3000 &&
     { srun --mpi=none -n 2 -O '$build/tools/demo/p2p_demo' -s 8 -t 1 -i 1 >'$none' 2>&1
       echo \"srun exit \$?\" >>'$none'; }" >"$out" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
     skipped="$skipped srun"; cat "$out"
 else
-    check_ranks "srun --mpi=pmix -n $n, modex collect then direct" $rc "$out" $((2 * n))
+    check_ranks "srun --mpi=pmix -n $n, modex collect then direct; 3000 barriers of 2 ranks" \
+        $rc "$out" $((2 * n + 2))
     if [ "$(grep -c 'SLURM_STEP_NUM_TASKS=2: launched as one of several' "$none")" = 2 ] &&
        ! grep -q 'srun exit 0' "$none" && ! grep -q 'payload verified' "$none"; then
         echo "PASS: srun --mpi=none -n 2 -> every task fails, naming --mpi=pmix"
