@@ -251,7 +251,7 @@ std::string config_get(const char *name) {
 
 p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out) {
     std::string s = config_get(name);
-    if (s.empty() || s[0] == '-' || s[0] == '+') {
+    if (s.empty() || s[0] < '0' || s[0] > '9') {  // strtoull skips spaces, takes signs
         P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not a non-negative integer",
                 name, s.c_str());
         return P2P_ERR_INVALID_PARAM;

@@ -167,7 +167,8 @@ p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out) {
         p2p_status_t st = create(type, &b);
         if (st == P2P_OK) {
             *out = std::move(b);
-            P2P_LOG(P2P_LOG_DEBUG, "bootstrap: %s, rank %u of %u", (*out)->name(),
+            // README "Launching": info names the bootstrap a process used.
+            P2P_LOG(P2P_LOG_INFO, "bootstrap: %s, rank %u of %u", (*out)->name(),
                     (*out)->rank(), (*out)->size());
         }
         return st;

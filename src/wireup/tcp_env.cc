@@ -17,6 +17,15 @@ namespace {
 
 constexpr uint64_t kMaxRanks = 1u << 18;  // tag layout: 18 rank bits
 
+/** An IPv6 address, also spelled [addr] or with a %scope. */
+bool is_ipv6(std::string a) {
+    if (a.size() >= 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+    const size_t scope = a.find('%');
+    if (scope != std::string::npos) a.resize(scope);
+    in6_addr v6;
+    return ::inet_pton(AF_INET6, a.c_str(), &v6) == 1;
+}
+
 bool parse_u64(const std::string &s, uint64_t max, uint64_t *out) {
     if (s.empty() || s[0] < '0' || s[0] > '9') {
         return false;
@@ -202,11 +211,18 @@ p2p_status_t tcp_config_parse(TcpConfig *out) {
     if (c.master_addr.empty()) {
         c.master_addr = "127.0.0.1";
     }
-    in6_addr v6;
-    if (c.size > 1 && ::inet_pton(AF_INET6, c.master_addr.c_str(), &v6) == 1) {
+    if (c.size > 1 && is_ipv6(c.master_addr)) {
         P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s='%s' is an IPv6 address; the tcp "
                 "bootstrap connects over IPv4 (give rank 0's IPv4 address or a host "
                 "name that has one)", from, c.master_addr.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
+    // Not a name any resolver answers: say so now, not after the timeout.
+    if (c.size > 1 &&
+        c.master_addr.find_first_of(" \t\n:/[]%") != std::string::npos) {
+        P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: %s='%s' is not a host name or an IPv4 "
+                "address (no port, spaces or brackets: the port is P2P_MASTER_PORT "
+                "or P2P_PORT_RANGE)", from, c.master_addr.c_str());
         return P2P_ERR_INVALID_PARAM;
     }
     // Not MASTER_PORT: under torchrun its agent's store listens there, and

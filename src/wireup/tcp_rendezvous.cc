@@ -174,10 +174,14 @@ p2p_status_t root_listen(const TcpConfig &cfg, Fd *lfd, uint16_t *port) {
             break;
         }
     }
+    const char *why = cfg.has_port ? "P2P_MASTER_PORT" : "no free port in P2P_PORT_RANGE";
+    if (rc == EADDRNOTAVAIL) {
+        why = "not an address of this host: see P2P_IF_IP / P2P_IFNAME";
+    } else if (rc != EADDRINUSE && rc != EACCES) {
+        why = "the listening socket failed";
+    }
     P2P_LOG(P2P_LOG_ERROR, "tcp bootstrap: rank 0 cannot listen on %s (%s): %s",
-            addr_string(ip, lo).c_str(),
-            cfg.has_port ? "P2P_MASTER_PORT" : "no free port in P2P_PORT_RANGE",
-            errno_string(rc).c_str());
+            addr_string(ip, lo).c_str(), why, errno_string(rc).c_str());
     return P2P_ERR_BOOTSTRAP;
 }
 

@@ -373,6 +373,8 @@ TEST(P2prunUsage, BadCommandLinesExitTwoWithUsage) {
         {"-n", "1", "--timeout", "0", "true"},
         {"-n", "1", "--timeout", "x", "true"},
         {"-n", "1", "--grace", "-1", "true"},
+        {"-n", "1", "--grace", "0x10", "true"},
+        {"-n", "1", "--timeout", "1e", "true"},
         {"-n", "1", "--master-port", "70000", "true"},
         {"-n", "1", "-x", "=v", "true"},
         {"-n", "1", "-x", "P2PRUN_SURELY_UNSET_VAR", "true"},

@@ -29,8 +29,16 @@ protected:
 TEST_F(BootstrapEnv, AutoWithoutVariablesIsSingle) {
     EXPECT_FALSE(tcp_bootstrap_env_present());
     std::unique_ptr<Bootstrap> b;
-    ASSERT_EQ(P2P_OK, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    const p2p_log_level_t level = log_level();
+    log_set_level(P2P_LOG_INFO);
+    wtest::StderrCapture cap;
+    p2p_status_t st = bootstrap_create(P2P_BOOTSTRAP_AUTO, &b);
+    const std::string log = cap.text();
+    log_set_level(level);
+    ASSERT_EQ(P2P_OK, st);
     ASSERT_NE(nullptr, b);
+    // At info, which bootstrap was chosen (README, "Launching").
+    EXPECT_NE(std::string::npos, log.find("bootstrap: single, rank 0 of 1")) << log;
     EXPECT_STREQ("single", b->name());
     EXPECT_EQ(0u, b->rank());
     EXPECT_EQ(1u, b->size());
@@ -227,12 +235,15 @@ TEST_F(BootstrapEnv, MalformedValuesAreInvalidParam) {
         {"P2P_PORT_RANGE", "x"}, {"P2P_PORT_RANGE", "9000-8000"},
         {"P2P_PORT_RANGE", "0-10"}, {"P2P_PORT_RANGE", "10-70000"},
         {"P2P_PORT_RANGE", "100"}, {"P2P_BOOTSTRAP_TIMEOUT_MS", "soon"},
+        {"P2P_BOOTSTRAP_TIMEOUT_MS", " 5"},
         {"P2P_BOOTSTRAP_TIMEOUT_MS", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "-5"},
         {"P2P_BOOTSTRAP_MAX_MSG", "0"}, {"P2P_BOOTSTRAP_MAX_MSG", "2147483649"},
         {"LOCAL_WORLD_SIZE", "0"}, {"LOCAL_WORLD_SIZE", "3"},
         {"LOCAL_RANK", "2"},    {"P2P_IF_IP", "999.1.1.1"},
         {"P2P_IFNAME", "nosuchif0"}, {"MASTER_ADDR", "::1"},
-        {"P2P_MASTER_ADDR", "fe80::1"}};
+        {"P2P_MASTER_ADDR", "fe80::1"}, {"MASTER_ADDR", "[::1]"},
+        {"MASTER_ADDR", "fe80::1%eth0"}, {"MASTER_ADDR", "127.0.0.1:29500"},
+        {"MASTER_ADDR", "127.0.0.1 "}, {"MASTER_ADDR", "[10.0.0.1]"}};
     uint16_t port = wtest::free_port_block(1);
     for (const BadEnv &c : cases) {
         wtest::EnvGuard inner;
@@ -254,6 +265,20 @@ TEST_F(BootstrapEnv, MalformedValuesAreInvalidParam) {
         EXPECT_EQ(nullptr, b) << c.var;
         EXPECT_LT(wtest::now_ms() - t0, 2500u) << c.var << ": not rejected upfront";
     }
+}
+
+// An interface address this host does not have: said so, not blamed on
+// the port range.
+TEST_F(BootstrapEnv, ListenOnAForeignAddressSaysWhy) {
+    set("RANK", "0");
+    set("WORLD_SIZE", "2");
+    set("P2P_MASTER_PORT", std::to_string(wtest::free_port_block(1)));
+    set("P2P_IF_IP", "192.0.2.77");  // TEST-NET-1: never configured here
+    std::unique_ptr<Bootstrap> b;
+    wtest::StderrCapture cap;
+    EXPECT_EQ(P2P_ERR_BOOTSTRAP, bootstrap_create(P2P_BOOTSTRAP_AUTO, &b));
+    const std::string log = cap.text();
+    EXPECT_NE(std::string::npos, log.find("not an address of this host")) << log;
 }
 
 TEST_F(BootstrapEnv, AbsentRankZeroTimesOut) {

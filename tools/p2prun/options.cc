@@ -24,7 +24,9 @@ bool parse_int(const std::string &s, long min, long max, long *out) {
 }
 
 bool parse_seconds(const std::string &s, double *out) {
-    if (s.empty() || !((s[0] >= '0' && s[0] <= '9') || s[0] == '.')) {
+    // Decimal only: strtod also reads hex ("0x10"), inf and nan.
+    if (s.empty() || s.find_first_not_of("0123456789.eE+-") != std::string::npos ||
+        !((s[0] >= '0' && s[0] <= '9') || s[0] == '.')) {
         return false;
     }
     errno = 0;
