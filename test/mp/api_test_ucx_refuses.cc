@@ -207,6 +207,15 @@ TEST_F(UcxRefuses, PostFailsAtOnceWhenTheEndpointCannotBeCreated) {
         Refuse r(g_ep_create_refusal, k.ucx);
         EXPECT_EQ(k.expect, p2p_comm_send(comm_, 0, 7, b.data(), 8, mem, nullptr));
         EXPECT_EQ(k.expect, p2p_comm_recv(comm_, 0, 7, b.data() + 32, 8, mem, nullptr));
+        // The batch calls the same, naming the block (the peer's round).
+        const p2p_block_t blocks[2] = {{0, 8, b.data(), 8, mem, nullptr},
+                                       {0, 9, b.data() + 16, 8, mem, nullptr}};
+        for (bool send : {true, false}) {
+            size_t bad = 99;
+            EXPECT_EQ(k.expect, send ? p2p_comm_send_batch(comm_, blocks, 2, &bad)
+                                     : p2p_comm_recv_batch(comm_, blocks, 2, &bad));
+            EXPECT_EQ(0u, bad) << (send ? "send" : "recv");
+        }
     }
     EXPECT_GT(g_ep_create_calls.load(), calls) << "no endpoint was created through us";
     EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
