@@ -6,29 +6,35 @@
 # the medians. This machine's speed drifts between phases: compare within
 # rounds and medians of the same invocation, never across invocations.
 #
-#   tools/bench/bw_ab.sh [-n ROUNDS] [-t TLS] [-s SIZE] [-m MSGS] TREE[+VAR=VAL...]...
+#   tools/bench/bw_ab.sh [-n ROUNDS] [-t TLS] [-s SIZE] [-m MSGS] [-x LANES] TREE[+VAR=VAL...]...
 #
 # TREE: a configured and built ucxp2p tree. +VAR=VAL: environment for that
 # entry only (e.g. . .+UCX_MAX_EAGER_RAILS=1 compares the default with one
 # setting). SIZE in bytes (default 524288), MSGS per point (default 4096,
 # window 64 everywhere). Server/rank 0 on core 0, client/rank 1 on core 1.
+# -x LANES (tcp): also plain loopback sockets receiving straight into the
+# destination buffer (tools/bench/tcp_micro.c, built into /tmp), over 1 and
+# over LANES connections: what a tcp path without UCX's copy out of its
+# receive segments could reach.
 set -euo pipefail
-rounds=5 tls=tcp,self size=524288 msgs=4096
-while getopts "n:t:s:m:" o; do
+rounds=5 tls=tcp,self size=524288 msgs=4096 lanes=0
+while getopts "n:t:s:m:x:" o; do
     case $o in
     n) rounds=$OPTARG ;;
     t) tls=$OPTARG ;;
     s) size=$OPTARG ;;
     m) msgs=$OPTARG ;;
-    *) sed -n '2,14p' "$0"; exit 2 ;;
+    x) lanes=$OPTARG ;;
+    *) sed -n '2,18p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
 # p2p_perftest's bw iteration is one window of 64: -m must be whole windows,
 # or the two tools would time different message counts.
 [[ $size =~ ^[0-9]+$ && $msgs =~ ^[0-9]+$ && $msgs -ge 64 && $((msgs % 64)) -eq 0 ]] ||
     { echo "bw_ab: -s must be bytes and -m a multiple of 64" >&2; exit 2; }
+[[ $lanes =~ ^[0-8]$ ]] || { echo "bw_ab: -x takes 1 to 8 lanes" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 p2prun=$top/tools/p2prun/p2prun
 [ -x "$p2prun" ] || { echo "bw_ab: build $top first (no $p2prun)" >&2; exit 1; }
@@ -69,13 +75,31 @@ p2p_bw() {  # TREE[+VAR=VAL...] -> MiB/s
     tail -1 "$err.out" | cut -d, -f13
     rm -f "$err" "$err.out"
 }
+micro=""
+if [ "$lanes" -gt 0 ]; then
+    micro=$(mktemp /tmp/tcp_micro.XXXXXX)
+    trap 'rm -f "$micro"' EXIT
+    cc -O2 -o "$micro" "$top/tools/bench/tcp_micro.c"
+fi
+sock_bw() {  # LANES -> MiB/s
+    local port=$((30000 + RANDOM % 10000)) v
+    taskset -c 0 "$micro" s "$size" "$msgs" $port "$1" >"$micro.out" &
+    sleep 0.2
+    taskset -c $((1 % ncpu)) "$micro" c "$size" "$msgs" $port "$1" >/dev/null || true
+    wait || true
+    v=$(cat "$micro.out"); rm -f "$micro.out"
+    echo "${v:-0}"
+}
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-labels=(ucx_perftest ucx_perftest_-e "$@")
+labels=(ucx_perftest ucx_perftest_-e)
+[ "$lanes" -eq 0 ] || labels+=(socket_1_lane "socket_${lanes}_lanes")
+labels+=("$@")
 declare -A got
 for r in $(seq "$rounds"); do
     line="round $r:"
     vals=("$(ucx_bw)" "$(ucx_bw -e)")
+    [ "$lanes" -eq 0 ] || vals+=("$(sock_bw 1)" "$(sock_bw "$lanes")")
     for spec in "$@"; do vals+=("$(p2p_bw "$spec")"); done
     for i in "${!labels[@]}"; do
         got[$i]="${got[$i]:-} ${vals[$i]}"
