@@ -35,9 +35,6 @@ const char *modex_name(Modex m) {
 }
 
 /** Owner of a pmix_info_t array (PMIX_INFO_CREATE / PMIX_INFO_FREE). */
-/** Bytes in front of each allgather contribution: marker, sequence number. */
-constexpr size_t kHeader = 1 + sizeof(uint64_t);
-
 class InfoArray {
 public:
     explicit InfoArray(size_t n) : n_(n) {
@@ -177,16 +174,14 @@ public:
     Modex modex() const { return modex_; }
 
     p2p_status_t allgather(const std::vector<uint8_t> &mine,
-                           std::vector<std::vector<uint8_t>> *all_p) override {
-        return exchange(mine, all_p, false);
-    }
+                           std::vector<std::vector<uint8_t>> *all_p) override;
     /** An empty allgather, not a bare fence: a PMIx server may complete a
      *  fence without a rank that finalized and exited (seen with Open
      *  MPI's mpirun under load: the others' barrier returned OK), while
-     *  the value that rank never put makes the exchange fail as it must. */
+     *  the key that rank never put makes the exchange fail as it must. */
     p2p_status_t barrier() override {
         std::vector<std::vector<uint8_t>> all;
-        return exchange({}, &all, true);
+        return allgather({}, &all);
     }
     void abort(const char *reason) override {
         P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: aborting the job: %s",
@@ -197,9 +192,6 @@ public:
 private:
     p2p_status_t get_u32(const pmix_proc_t &proc, const char *key,
                          uint32_t *out);
-    /** allgather; barrier (two_keys): the two barrier keys in turn. */
-    p2p_status_t exchange(const std::vector<uint8_t> &mine,
-                          std::vector<std::vector<uint8_t>> *all_p, bool two_keys);
     p2p_status_t fence(bool collect, const char *what);
     static p2p_status_t from_pmix(pmix_status_t st) {
         return st == PMIX_ERR_TIMEOUT ? P2P_ERR_TIMEOUT : P2P_ERR_BOOTSTRAP;
@@ -278,9 +270,9 @@ p2p_status_t PmixBootstrap::fence(bool collect, const char *what) {
     return P2P_OK;
 }
 
-p2p_status_t PmixBootstrap::exchange(
+p2p_status_t PmixBootstrap::allgather(
     const std::vector<uint8_t> &mine,
-    std::vector<std::vector<uint8_t>> *all_p, bool two_keys) {
+    std::vector<std::vector<uint8_t>> *all_p) {
     if (all_p == nullptr) {
         return P2P_ERR_INVALID_PARAM;
     }
@@ -292,30 +284,20 @@ p2p_status_t PmixBootstrap::exchange(
         return P2P_ERR_INVALID_PARAM;
     }
     Clock::time_point t0 = Clock::now();
-    // A new key per allgather (a few per communicator), but two keys in
-    // turn for barriers, which an application may call every step: every
-    // key a process committed travels again with each later commit and
-    // fence, so a new key per barrier made the n-th cost O(n) (2 ranks
-    // under mpirun: 1500 barriers 57 s, 2000 unfinished after 100 s).
-    // Two suffice: no rank puts the value of collective seq + 2 before
-    // every rank entered the fence of seq + 1, i.e. finished its gets of
-    // seq. Only for values of one size: PMIx 4.2 answered NOT-FOUND for a
-    // key put again with another size. The value carries seq: a barrier
-    // value two collectives old (a rank that left without putting, whose
-    // fence the server completed anyway) is refused as a missing one is.
-    const uint64_t seq = seq_++;
-    std::string key = two_keys
-        ? "ucxp2p.bar." + std::to_string(instance_) + "." + std::to_string(seq % 2)
-        : "ucxp2p.ag." + std::to_string(instance_) + "." + std::to_string(seq);
+    // A new key per collective. PMIx's cost per collective grows with the
+    // keys a process committed before (docs/WIREUP.md), but reusing keys
+    // is not safe: a client that keeps fetched values in its cache (gds
+    // hash) returned the old value for a key put again, and PMIx 4.2
+    // answered NOT-FOUND for a key put again with another size.
+    std::string key = "ucxp2p.ag." + std::to_string(instance_) + "." +
+                      std::to_string(seq_++);
 
-    // The blob travels behind a header (a marker byte, so that an empty
-    // contribution is still a non-empty byte object -- PMIx treats size 0
-    // as "no data" -- and seq).
-    std::vector<char> buf(kHeader + mine.size());
+    // The blob travels with a one-byte header so that an empty contribution
+    // is still a non-empty byte object (PMIx treats size 0 as "no data").
+    std::vector<char> buf(mine.size() + 1);
     buf[0] = 1;
-    std::memcpy(buf.data() + 1, &seq, sizeof(seq));
     if (!mine.empty()) {
-        std::memcpy(buf.data() + kHeader, mine.data(), mine.size());
+        std::memcpy(buf.data() + 1, mine.data(), mine.size());
     }
     pmix_value_t val;
     PMIX_VALUE_CONSTRUCT(&val);
@@ -352,7 +334,7 @@ p2p_status_t PmixBootstrap::exchange(
                     key.c_str(), r, PMIx_Error_string(st));
             return from_pmix(st);
         }
-        if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < kHeader ||
+        if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < 1 ||
             got->data.bo.bytes == nullptr || got->data.bo.bytes[0] != 1) {
             P2P_LOG(P2P_LOG_ERROR,
                     "pmix bootstrap: rank %u: %s of rank %u is malformed "
@@ -360,20 +342,9 @@ p2p_status_t PmixBootstrap::exchange(
                     rank(), key.c_str(), r, PMIx_Data_type_string(got->type));
             return P2P_ERR_BOOTSTRAP;
         }
-        uint64_t their_seq = 0;
-        std::memcpy(&their_seq, got->data.bo.bytes + 1, sizeof(their_seq));
-        if (their_seq != seq) {
-            P2P_LOG(P2P_LOG_ERROR,
-                    "pmix bootstrap: rank %u: rank %u did not take part in "
-                    "collective %llu (its %s is from collective %llu): it left "
-                    "or runs another sequence of collectives",
-                    rank(), r, static_cast<unsigned long long>(seq), key.c_str(),
-                    static_cast<unsigned long long>(their_seq));
-            return P2P_ERR_BOOTSTRAP;
-        }
         const uint8_t *p =
-            reinterpret_cast<const uint8_t *>(got->data.bo.bytes) + kHeader;
-        all[r].assign(p, p + got->data.bo.size - kHeader);
+            reinterpret_cast<const uint8_t *>(got->data.bo.bytes) + 1;
+        all[r].assign(p, p + got->data.bo.size - 1);
     }
     P2P_LOG(P2P_LOG_DEBUG,
             "pmix bootstrap: rank %u: allgather %s (%zu bytes, modex %s): "
