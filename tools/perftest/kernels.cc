@@ -59,9 +59,14 @@ uint32_t msgs_per_iter(const Options &o, const std::string &test) {
 
 } // namespace
 
+bool is_collective(const std::string &test) {
+    return test == "setup" || test == "mem";
+}
+
 size_t buffer_bytes_needed(const Options &o) {
     size_t need = 64;
     for (const std::string &t : o.tests) {
+        if (is_collective(t)) continue;  // setup, mem: no payload (nor pool)
         for (size_t size : test_sizes(o, t)) {
             // lat --check takes the echo in a second slot (run_lat).
             uint32_t count = t == "lat" ? 2 : msgs_per_iter(o, t);

@@ -62,6 +62,9 @@ size_t slot_count(const Options &o, size_t size, uint32_t count);
 /** Bytes the payload buffer needs for every point of this run. */
 size_t buffer_bytes_needed(const Options &o);
 
+/** setup and mem: every rank takes part, and no payload moves. */
+bool is_collective(const std::string &test);
+
 /** Sizes a test sweeps (its default when -s was not given). */
 std::vector<size_t> test_sizes(const Options &o, const std::string &test);
 /** Timed iterations for one point (-n, else scaled by bytes). */

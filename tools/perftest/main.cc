@@ -21,10 +21,6 @@ using namespace perftest;
 
 namespace {
 
-bool is_collective(const std::string &test) {
-    return test == "setup" || test == "mem";
-}
-
 struct Point {
     std::string test;
     size_t size;
@@ -150,6 +146,17 @@ int fail(Session &s, const char *what, p2p_status_t st) {
     return 1;
 }
 
+/** A run that ends before its first point: with --json, rank 0 (every
+ *  process, before the bootstrap named the ranks) still prints a document,
+ *  "complete": false and no results, as a run that fails later does. */
+int end_early(Session &s, int rc) {
+    if (s.opts.format == Format::JSON && s.rank == 0) {
+        Reporter(s.opts, s.size, s.boot.get() != nullptr ? s.boot.info().name : "none")
+            .finish(false);
+    }
+    return rc;
+}
+
 int run_main(int argc, char **argv) {
     Options opts;
     int rc = options_parse(argc, argv, &opts);
@@ -159,11 +166,11 @@ int run_main(int argc, char **argv) {
     Session s(opts);
     p2p_status_t st = s.ctx.create(opts.threads);
     if (st != P2P_OK) {
-        return fail(s, "p2p_context_create", st);
+        return end_early(s, fail(s, "p2p_context_create", st));
     }
     st = s.boot.create();
     if (st != P2P_OK) {
-        return fail(s, "bootstrap", st);
+        return end_early(s, fail(s, "bootstrap", st));
     }
     s.rank = s.boot.info().rank;
     s.size = s.boot.info().size;
@@ -171,15 +178,15 @@ int run_main(int argc, char **argv) {
         std::fprintf(stderr, "p2p_perftest: needs at least 2 ranks (got %u);"
                      " start it with p2prun -n 2, mpirun -n 2 or srun -n 2\n",
                      s.size);
-        return 2;
+        return end_early(s, 2);
     }
     st = s.comm.create(s.ctx.get(), s.boot.get());
     if (st != P2P_OK) {
-        return fail(s, "p2p_comm_create", st);
+        return end_early(s, fail(s, "p2p_comm_create", st));
     }
     st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
     if (st != P2P_OK) {
-        return fail(s, "p2p_mem_register", st);
+        return end_early(s, fail(s, "p2p_mem_register", st));
     }
     /* Ranks that parsed other options run other message sequences: they
      * would wait for each other until --timeout, or report good payloads
@@ -188,10 +195,10 @@ int run_main(int argc, char **argv) {
     s.seq = 0;
     st = compare_options(s, &same);
     if (st != P2P_OK) {
-        return fail(s, "comparing options with rank 0", st);
+        return end_early(s, fail(s, "comparing options with rank 0", st));
     }
     if (!same) {
-        return 2;
+        return end_early(s, 2);
     }
     /* Ranks past 1 only join setup and mem, which move no payload: a pool
      * there is memory taken from the ranks that measure. */
@@ -209,12 +216,13 @@ int run_main(int argc, char **argv) {
                          "(x%llu ranks on this host) are more than the memory available "
                          "(%llu bytes); use smaller -s, -b or -p\n", s.rank, data_bytes,
                          (unsigned long long)here, (unsigned long long)avail);
-            return 1;
+            return end_early(s, 1);
         }
     }
     st = s.data.create(s.ctx.get(), data_bytes, opts.lib_alloc, opts.mem_type);
     if (st != P2P_OK) {
-        return fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register", st);
+        return end_early(s, fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register",
+                                 st));
     }
 
     std::vector<Point> points;
@@ -223,8 +231,13 @@ int run_main(int argc, char **argv) {
             points.push_back({t, size});
         }
     }
-    const double idle_deadline =
-        now_us() + opts.timeout_s * 1e6 * double(points.size() + 2);
+    /* Ranks past 1 wait for the next collective point (or the end) while
+     * ranks 0 and 1 run the points before it, each within --timeout: from
+     * each wait on, a bound for what is still to come (setup, which the
+     * idle ranks join, is bounded per iteration, not as a whole). */
+    auto idle_deadline = [&](size_t next) {
+        return now_us() + opts.timeout_s * 1e6 * double(points.size() - next + 2);
+    };
     std::unique_ptr<Reporter> rep;
     if (s.rank == 0) {
         rep = std::make_unique<Reporter>(opts, s.size, s.boot.info().name);
@@ -240,7 +253,7 @@ int run_main(int argc, char **argv) {
         }
         if (coll && s.size > 2) {
             st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
-                                                  ? wait_go(s, idle_deadline)
+                                                  ? wait_go(s, idle_deadline(i))
                                                   : P2P_OK;
             if (st != P2P_OK) {
                 if (rep) {
@@ -282,7 +295,7 @@ int run_main(int argc, char **argv) {
     s.seq = static_cast<uint32_t>(points.size() + 1);
     if (s.size > 2) {
         st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
-                                              ? wait_go(s, idle_deadline)
+                                              ? wait_go(s, idle_deadline(points.size()))
                                               : P2P_OK;
         if (st != P2P_OK) {
             if (rep) {

@@ -88,6 +88,7 @@ bool parse_size(const std::string &text, size_t *out) {
     unsigned shift = 0;
     switch (*end) {
     case '\0': break;
+    case 'B': break;  /* "8B": taken below */
     case 'k': case 'K': shift = 10; ++end; break;
     case 'm': case 'M': shift = 20; ++end; break;
     case 'g': case 'G': shift = 30; ++end; break;
@@ -209,7 +210,8 @@ void options_usage(const char *prog) {
         "                 uses W slots, whatever -p says\n"
         "  --timeout SEC  bound on one measurement point (60)\n"
         "  --csv          print CSV instead of a table\n"
-        "  --json         print JSON instead of a table\n"
+        "  --json         print JSON instead of a table (under p2prun, give it\n"
+        "                 --no-prefix for either: its [RANK] prefixes parse as neither)\n"
         "  -q, --quiet    no progress lines on stderr\n"
         "  -h, --help     this text;  -V, --version  library version\n"
         "\n"
