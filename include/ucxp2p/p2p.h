@@ -421,8 +421,9 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * process has loaded the CUDA driver, the address is checked with
  * cuPointerGetAttribute.
  * Host memory must be mapped in this process over the whole range (read
- * in /proc/self/maps at registration); memory mapped read-only registers,
- * and serves sends only: a receive into it is refused.
+ * in /proc/self/maps at registration); a range with a page mapped
+ * read-only registers, and serves sends only: a receive into any part of
+ * it is refused.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
  * mem_p, zero length, address + length past the end of the address space,
  * a page of host memory in the range not mapped or mapped without access

@@ -62,9 +62,12 @@
  *    NULL context completes with that very entry: give each operation a
  *    non-NULL context to tell the two apart.
  *  - herringP2PRegisterMemory(buff, len) registers [buff, buff + len); the
- *    handle serves any sub-range in Send/Recv. It returns NULL (and logs) for
- *    a NULL buffer, len <= 0, before Initialize / after Shutdown, or when UCX
- *    refuses. Registrations are released by Shutdown.
+ *    handle serves any sub-range in Send/Recv (in Send only where some page
+ *    of the range was mapped read-only: a Recv into it completes with
+ *    RDMA_READ_FAIL). It returns NULL (and logs) for a NULL buffer, len <= 0,
+ *    before Initialize / after Shutdown, host memory not mapped or mapped
+ *    without access (PROT_NONE), or when UCX refuses. Registrations are
+ *    released by Shutdown.
  *  - herringLocalDevice returns the local rank modulo the number of CUDA
  *    devices visible (CUDA driver API, loaded with dlopen when present), or
  *    the local rank when there is no GPU/driver. The local rank comes from

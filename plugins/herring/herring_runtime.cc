@@ -485,7 +485,8 @@ CompletionEntry Runtime::pop(p2p_queue_t q) {
         release_user();
         if (st == P2P_OK && n == 1) {
             // Entries moved to the local queue while this call waited (a
-            // rejected post, Shutdown) completed before this one: they go first.
+            // rejected post, Shutdown) were queued before this one was
+            // taken: they go first.
             std::lock_guard<std::mutex> lock(mu_);
             if (local_[q].empty()) {
                 return to_entry(c);

@@ -82,13 +82,14 @@ struct SelfPairs {
             herringP2PRecv(0, buf + 4096 + i * 64, mr, 64, i, &ctx[i], 0);
             herringP2PSend(0, buf + i * 64, mr, 64, i, &ctx[i], 0);
         }
-        usleep(300 * 1000);  // into the core's queues (the checks hold either way)
+        usleep(300 * 1000);  // most into the core's queues: what the drain moves
     }
 };
 
 /** Pop entries until the sentinel: each of the pairs' tensors at most
- *  once (how many with `code`: *ok), plus any with extra_ctx. */
-int pop_all(bool sends, const SelfPairs &p, int *ok, const void *extra_ctx, int *extra) {
+ *  once (how many: *seen), plus any with extra_ctx. Any code: a pair still
+ *  pending at Shutdown completes RDMA_SHUTDOWN. */
+int pop_all(bool sends, const SelfPairs &p, int *count, const void *extra_ctx, int *extra) {
     bool seen[SelfPairs::kN] = {};
     for (;;) {
         CompletionEntry e = sends ? herringP2PSendCompletion() : herringP2PReadCompletion();
@@ -102,8 +103,9 @@ int pop_all(bool sends, const SelfPairs &p, int *ok, const void *extra_ctx, int 
         }
         CHECK(e.tensor_id < SelfPairs::kN && e.context == &p.ctx[e.tensor_id]);
         CHECK(!seen[e.tensor_id]);
+        CHECK(e.error_code == RDMA_READ_SUCCESS || e.error_code == RDMA_SHUTDOWN);
         seen[e.tensor_id] = true;
-        if (e.error_code == RDMA_READ_SUCCESS) ++*ok;
+        ++*count;
     }
 }
 

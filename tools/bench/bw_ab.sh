@@ -83,9 +83,9 @@ if [ "$lanes" -gt 0 ]; then
 fi
 sock_bw() {  # LANES -> MiB/s
     local port=$((30000 + RANDOM % 10000)) v
-    taskset -c 0 "$micro" s "$size" "$msgs" $port "$1" >"$micro.out" &
+    timeout 120 taskset -c 0 "$micro" s "$size" "$msgs" $port "$1" >"$micro.out" &
     sleep 0.2
-    taskset -c $((1 % ncpu)) "$micro" c "$size" "$msgs" $port "$1" >/dev/null || true
+    timeout 120 taskset -c $((1 % ncpu)) "$micro" c "$size" "$msgs" $port "$1" >/dev/null || true
     wait || true
     v=$(cat "$micro.out"); rm -f "$micro.out"
     echo "${v:-0}"

@@ -66,10 +66,11 @@ int main(int argc, char **argv) {
         close(l);
     } else {
         for (int i = 0; i < lanes; ++i) {
-            for (;;) {
+            for (int tries = 0;; ++tries) {  /* the receiver may start late: 10 s */
                 fds[i] = socket(AF_INET, SOCK_STREAM, 0);
                 if (connect(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0) break;
                 close(fds[i]);
+                if (tries == 1000) die("connect");
                 usleep(10000);
             }
         }
