@@ -87,7 +87,7 @@ struct SelfPairs {
 };
 
 /** Pop entries until the sentinel: each of the pairs' tensors at most
- *  once (how many: *seen), plus any with extra_ctx. Any code: a pair still
+ *  once (how many: *count), plus any with extra_ctx. Any code: a pair still
  *  pending at Shutdown completes RDMA_SHUTDOWN. */
 int pop_all(bool sends, const SelfPairs &p, int *count, const void *extra_ctx, int *extra) {
     bool seen[SelfPairs::kN] = {};

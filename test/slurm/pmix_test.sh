@@ -65,15 +65,16 @@ if command -v mpirun >/dev/null 2>&1; then
         check_ranks "mpirun -np 3, rank 1 gone after $k barriers: barrier and allgather fail" \
             $? "$out" 3
     done
-    # 200 barriers, an allgather every 50 (contents checked), also with the
-    # client's cache in gds hash, where a key put again read back its old
-    # value (keys reused in turn failed there).
-    for gds in default hash; do
-        gds_env=() gds_x=()
+    # 200 barriers, an allgather every 50 (each round's own blobs checked),
+    # in both modex modes and with the client's cache in gds hash, where a
+    # key put again read back its old value (keys reused in turn failed).
+    for cfg in collect:default direct:default direct:hash; do
+        modex=${cfg%%:*} gds=${cfg#*:} gds_env=() gds_x=()
         [ $gds = default ] || { gds_env=(PMIX_MCA_gds=$gds); gds_x=(-x PMIX_MCA_gds); }
-        env "${gds_env[@]}" timeout -k 5 60 mpirun -np 2 --allow-run-as-root \
-            --oversubscribe "${gds_x[@]}" "$prog" --many 200 >"$out" 2>&1
-        check_ranks "mpirun -np 2, gds $gds: 200 barriers $(grep -o 'in [0-9.]* s' "$out" | head -1)" \
+        env "${gds_env[@]}" P2P_PMIX_MODEX=$modex timeout -k 5 60 mpirun -np 2 \
+            --allow-run-as-root --oversubscribe -x P2P_PMIX_MODEX "${gds_x[@]}" \
+            "$prog" --many 200 >"$out" 2>&1
+        check_ranks "mpirun -np 2, modex $modex, gds $gds: 200 barriers $(grep -o 'in [0-9.]* s' "$out" | head -1)" \
             $? "$out" 2
     done
 else

@@ -232,11 +232,12 @@ int run_main(int argc, char **argv) {
         }
     }
     /* Ranks past 1 wait for the next collective point (or the end) while
-     * ranks 0 and 1 run the points before it, each within --timeout: from
-     * each wait on, a bound for what is still to come (setup, which the
-     * idle ranks join, is bounded per iteration, not as a whole). */
-    auto idle_deadline = [&](size_t next) {
-        return now_us() + opts.timeout_s * 1e6 * double(points.size() - next + 2);
+     * ranks 0 and 1 run the points before it, each within --timeout: a
+     * bound for any stretch of points, taken anew at each wait (setup,
+     * which the idle ranks join, is bounded per iteration, not as a whole,
+     * so one from the start of the run was too short after a long one). */
+    auto idle_deadline = [&] {
+        return now_us() + opts.timeout_s * 1e6 * double(points.size() + 2);
     };
     std::unique_ptr<Reporter> rep;
     if (s.rank == 0) {
@@ -253,7 +254,7 @@ int run_main(int argc, char **argv) {
         }
         if (coll && s.size > 2) {
             st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
-                                                  ? wait_go(s, idle_deadline(i))
+                                                  ? wait_go(s, idle_deadline())
                                                   : P2P_OK;
             if (st != P2P_OK) {
                 if (rep) {
@@ -295,7 +296,7 @@ int run_main(int argc, char **argv) {
     s.seq = static_cast<uint32_t>(points.size() + 1);
     if (s.size > 2) {
         st = (s.rank == 0) ? send_go(s) : (s.rank >= 2)
-                                              ? wait_go(s, idle_deadline(points.size()))
+                                              ? wait_go(s, idle_deadline())
                                               : P2P_OK;
         if (st != P2P_OK) {
             if (rep) {
