@@ -84,8 +84,9 @@ p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t l
         if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address)) {
             return P2P_ERR_INVALID_PARAM;  // wraps around the address space
         }
+        memtype::Kind kind;
         const memtype::Admit how = memtype::check_registration(
-            address, ce->ctx->ucx_cuda(), ce->ctx->settings().cuda_staging);
+            address, ce->ctx->ucx_cuda(), ce->ctx->settings().cuda_staging, &kind);
         if (how == memtype::Admit::REFUSED) return P2P_ERR_UNSUPPORTED;
         std::unique_ptr<memtype::Shadow> shadow;
         if (how == memtype::Admit::STAGED) {
@@ -95,8 +96,7 @@ p2p_status_t ucxp2p::mem_register(p2p_context_h context, void *address, size_t l
         // Host memory must be mapped here: UCX registers it without touching
         // it, and would fault in the middle of a transfer instead.
         bool writable = true;
-        if (how == memtype::Admit::DIRECT &&
-            memtype::classify(address) != memtype::Kind::DEVICE) {
+        if (how == memtype::Admit::DIRECT && kind != memtype::Kind::DEVICE) {
             const vm::Access a = vm::range_access(address, length);
             if (a == vm::Access::UNMAPPED || a == vm::Access::NO_ACCESS) {
                 P2P_LOG(P2P_LOG_ERROR, "mem: [%p, %p) is %s in this process: not registered",

@@ -141,8 +141,9 @@ bool ucx_moves_cuda(ucp_context_h ucp) {
            (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
-Admit check_registration(const void *addr, bool ucx_cuda, bool staging) {
+Admit check_registration(const void *addr, bool ucx_cuda, bool staging, Kind *kind_p) {
     const Kind kind = classify(addr);
+    if (kind_p != nullptr) *kind_p = kind;
     const Admit a = admit(kind, ucx_cuda, staging);
     if (a == Admit::REFUSED) {
         P2P_LOG(P2P_LOG_ERROR, "mem: %p is %s memory, which this UCX cannot move "

@@ -87,8 +87,10 @@ Admit admit(Kind k, bool ucx_cuda, bool staging);
 bool ucx_moves_cuda(ucp_context_h ucp);
 
 /** classify + admit for p2p_mem_register: device memory that UCX cannot
- *  move is STAGED when staging is on, else REFUSED (logged). */
-Admit check_registration(const void *addr, bool ucx_cuda, bool staging);
+ *  move is STAGED when staging is on, else REFUSED (logged). *kind_p (if
+ *  not NULL): the kind found. */
+Admit check_registration(const void *addr, bool ucx_cuda, bool staging,
+                         Kind *kind_p = nullptr);
 
 } // namespace memtype
 } // namespace ucxp2p

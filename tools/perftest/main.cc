@@ -157,20 +157,17 @@ int end_early(Session &s, int rc) {
     return rc;
 }
 
-int run_main(int argc, char **argv) {
-    Options opts;
-    int rc = options_parse(argc, argv, &opts);
-    if (rc != 0) {
-        return rc > 0 ? 0 : 2;
-    }
-    Session s(opts);
+/** Context, bootstrap, communicator, options compared, buffers: 0, or the
+ *  exit status of a run that ends here (reported). */
+int prepare(Session &s) {
+    const Options &opts = s.opts;
     p2p_status_t st = s.ctx.create(opts.threads);
     if (st != P2P_OK) {
-        return end_early(s, fail(s, "p2p_context_create", st));
+        return fail(s, "p2p_context_create", st);
     }
     st = s.boot.create();
     if (st != P2P_OK) {
-        return end_early(s, fail(s, "bootstrap", st));
+        return fail(s, "bootstrap", st);
     }
     s.rank = s.boot.info().rank;
     s.size = s.boot.info().size;
@@ -178,15 +175,15 @@ int run_main(int argc, char **argv) {
         std::fprintf(stderr, "p2p_perftest: needs at least 2 ranks (got %u);"
                      " start it with p2prun -n 2, mpirun -n 2 or srun -n 2\n",
                      s.size);
-        return end_early(s, 2);
+        return 2;
     }
     st = s.comm.create(s.ctx.get(), s.boot.get());
     if (st != P2P_OK) {
-        return end_early(s, fail(s, "p2p_comm_create", st));
+        return fail(s, "p2p_comm_create", st);
     }
     st = s.ctrl.create(s.ctx.get(), kCtrlBytes);
     if (st != P2P_OK) {
-        return end_early(s, fail(s, "p2p_mem_register", st));
+        return fail(s, "p2p_mem_register", st);
     }
     /* Ranks that parsed other options run other message sequences: they
      * would wait for each other until --timeout, or report good payloads
@@ -195,10 +192,10 @@ int run_main(int argc, char **argv) {
     s.seq = 0;
     st = compare_options(s, &same);
     if (st != P2P_OK) {
-        return end_early(s, fail(s, "comparing options with rank 0", st));
+        return fail(s, "comparing options with rank 0", st);
     }
     if (!same) {
-        return end_early(s, 2);
+        return 2;
     }
     /* Ranks past 1 only join setup and mem, which move no payload: a pool
      * there is memory taken from the ranks that measure. */
@@ -216,14 +213,28 @@ int run_main(int argc, char **argv) {
                          "(x%llu ranks on this host) are more than the memory available "
                          "(%llu bytes); use smaller -s, -b or -p\n", s.rank, data_bytes,
                          (unsigned long long)here, (unsigned long long)avail);
-            return end_early(s, 1);
+            return 1;
         }
     }
     st = s.data.create(s.ctx.get(), data_bytes, opts.lib_alloc, opts.mem_type);
     if (st != P2P_OK) {
-        return end_early(s, fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register",
-                                 st));
+        return fail(s, opts.lib_alloc ? "p2p_mem_alloc" : "p2p_mem_register", st);
     }
+    return 0;
+}
+
+int run_main(int argc, char **argv) {
+    Options opts;
+    int rc = options_parse(argc, argv, &opts);
+    if (rc != 0) {
+        return rc > 0 ? 0 : 2;
+    }
+    Session s(opts);
+    rc = prepare(s);
+    if (rc != 0) {
+        return end_early(s, rc);
+    }
+    p2p_status_t st;
 
     std::vector<Point> points;
     for (const std::string &t : opts.tests) {
