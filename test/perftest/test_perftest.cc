@@ -309,6 +309,33 @@ TEST(Perftest, RateSamplesCoverTheStreamNotThePosts) {
     }
 }
 
+// A rate phase of one window (-n 1) has only the drain's sample: it covers
+// the whole phase, posts included. It used to time the drain alone (what
+// the receiver still owed after the posts: at 8 B anywhere from a fifth
+// to all of the phase, run to run), so the latency printed could fall far
+// short of the time the phase took. Both numbers come from one clock
+// around the same phase: no speed is judged. Five runs per mode, as one
+// run of the old code often passed.
+TEST(Perftest, RateOfOneWindowTimesTheWholePhase) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    for (int run = 0; run < 10; ++run) {
+        const char *mode = run % 2 ? " --post-batch" : "";
+        SCOPED_TRACE(mode);
+        jsonmini::Value doc;
+        std::string out;
+        ASSERT_TRUE(run2_json(std::string("-t rate -s 8 -n 1 -w 1 -W 64 --json -q") + mode,
+                              &doc, &out));
+        const jsonmini::Value &v = doc.at("results").arr.at(0);
+        check_result(v);
+        const jsonmini::Value &lat = v.at("latency_us");
+        double covered = lat.at("avg").num * 64 / 1e6, t = v.at("time_s").num;
+        EXPECT_GE(covered, 0.95 * t) << out;
+        EXPECT_LE(covered, 1.0001 * t + 1e-6) << out;
+    }
+}
+
 // A payload buffer larger than this machine's memory is an error before
 // anything is touched: --alloc lib (a memfd mapping, not charged at
 // mmap) took 1 TiB and then zero-filled it at ~400 MB/s until the

@@ -90,9 +90,13 @@ struct Stream {
  *  first (posted into an empty window: it waits for nothing, so it timed
  *  only the posts), then that of the drain (the last W sends' completions
  *  and the ack): n / W samples that add up to the phase less its first
- *  window's posts. */
+ *  window's posts; *t_end is where the drain ended. A phase of one window
+ *  (-n 1) has no sample but the drain, which then covers the whole phase
+ *  from t_phase, posts included: alone it timed what the receiver still
+ *  owed after the posts, at 8 B a fifth to all of the phase. */
 p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
-                        std::vector<double> *samples) {
+                        std::vector<double> *samples, double t_phase,
+                        double *t_end) {
     Session &s = x.s;
     p2p_comm_h comm = s.comm.get();
     char *ack = s.ctrl.data() + kCtrlAckRecv;
@@ -171,8 +175,11 @@ p2p_status_t send_phase(Stream &x, uint64_t first, uint64_t n, Tally *ts,
         st = x.rp.reap(P2P_QUEUE_RECV, 1, &acks);
     }
     if (st == P2P_OK && samples != nullptr) {
-        /* the drain: what the last window's sends waited for */
-        samples->push_back((now_us() - t_mark) / x.window);
+        /* the drain: what the last window's sends waited for (the whole
+         * phase when it was the only window) */
+        const double from = samples->empty() ? t_phase : t_mark;
+        *t_end = now_us();
+        samples->push_back((*t_end - from) / x.window);
     }
     return st != P2P_OK ? st : acks.first_error;
 }
@@ -262,12 +269,12 @@ p2p_status_t run_rate(Session &s, size_t size, Result *r) {
     p2p_status_t st;
     double t_start = 0, t_end = 0;
     if (s.rank == 0) {
-        st = send_phase(x, 0, warm * w, &ignored, nullptr);
+        st = send_phase(x, 0, warm * w, &ignored, nullptr, now_us(), nullptr);
         t_start = now_us();
         if (st == P2P_OK) {
-            st = send_phase(x, warm * w, iters * w, &ts, &samples);
+            /* the phase's time and its samples read the same clock marks */
+            st = send_phase(x, warm * w, iters * w, &ts, &samples, t_start, &t_end);
         }
-        t_end = now_us();
     } else {
         st = recv_phase(x, 0, warm * w, &ignored, &warm_bad);
         if (st == P2P_OK) {

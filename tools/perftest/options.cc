@@ -224,7 +224,8 @@ void options_usage(const char *prog) {
         "Units: MB/s = 1e6 bytes/s, MiB/s = 2^20 bytes/s. Latency columns\n"
         "are microseconds per message (bw/rate/batch: iteration time /\n"
         "messages per iteration; rate: per window of W sends, the first\n"
-        "window's posts left out, the final drain and ack in).\n",
+        "window's posts left out unless it is the only one, the final\n"
+        "drain and ack in).\n",
         prog);
 }
 
