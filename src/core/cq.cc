@@ -61,7 +61,7 @@ size_t CompletionQueue::pop(p2p_completion_t *out, size_t max) {
     if (unlocked_) {
         return pop_locked(out, max);
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<Mutex> lock(pop_mu_);
     return pop_locked(out, max);
 }
 
@@ -95,7 +95,7 @@ bool CompletionQueue::wait_nonempty(int timeout_ms, uint64_t seen) {
     heavy_fence();  // pairs with push()'s light_fence()
     auto nonempty = [this, seen] {
         return pushed_.load(std::memory_order_seq_cst) !=
-                   popped_.load(std::memory_order_relaxed) ||  // popped_: under mu_
+                   popped_.load(std::memory_order_acquire) ||  // see pop_mu_
                signals_.load(std::memory_order_acquire) != seen ||
                kept_.load(std::memory_order_acquire) ||
                (closed_.load(std::memory_order_acquire) &&

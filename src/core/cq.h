@@ -15,6 +15,7 @@
 #define UCXP2P_CORE_CQ_H
 
 #include "core/fence.h"
+#include "core/lock.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -152,7 +153,7 @@ private:
     }
 
     void grow();          // the tail segment is full: link a spare
-    size_t pop_locked(p2p_completion_t *out, size_t max);  // mu_ held (or unlocked_)
+    size_t pop_locked(p2p_completion_t *out, size_t max);  // pop_mu_ held (or unlocked_)
     void wake_waiters();  // under mu_
 
     static void add(std::atomic<size_t> *v, size_t d) {
@@ -166,19 +167,24 @@ private:
     // Entries ever pushed plus those the tail and the spares still hold:
     // pushed_ + pending_ + n <= capacity_ means n more fit unallocated.
     uint64_t capacity_ = kSegEntries;
-    // Consumer side (under mu_). A std::mutex and std::condition_variable,
-    // not core/lock.h's Mutex: condition_variable_any (which a custom
-    // mutex needs) added ~6 us to every blocking wait's wake-up (8 B
-    // ping-pong with --wait: 20 vs 14 us), and pop() takes mu_ once per
-    // batch of entries, not per message.
+    // Consumer side: pops under pop_mu_, core/lock.h's Mutex (one locked
+    // instruction per lock and unlock uncontended; glibc's pthread mutex
+    // spent ~55 instructions per pop, ~110 per 8 B ping-pong round trip,
+    // docs/PERFORMANCE.md). Sleeping waiters use mu_ and cv_: a std::mutex
+    // and std::condition_variable, as condition_variable_any (which a
+    // custom mutex needs) added ~6 us to every blocking wait's wake-up (8 B
+    // ping-pong with --wait: 20 vs 14 us). A waiter reads popped_ (an
+    // atomic) without pop_mu_: a pop racing its check at worst wakes it
+    // for nothing (p2p_comm_wait pops again and sleeps again).
+    Mutex pop_mu_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    Segment *head_;
+    Segment *head_;     // pop_mu_
     size_t head_pos_ = 0;
 
     alignas(64) std::atomic<uint64_t> pushed_{0};   // written by the producer
     std::atomic<size_t> pending_{0};                // written by the producer
-    alignas(64) std::atomic<uint64_t> popped_{0};   // written under mu_
+    alignas(64) std::atomic<uint64_t> popped_{0};   // written under pop_mu_
     std::atomic<int> waiters_{0};
     // signal(): count and kept flag written before mu_ is taken to notify,
     // so a waiter checking them under mu_ never misses one.
