@@ -347,8 +347,11 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * operations naming this rank that were still waiting (receives not yet
  * matched, sends not yet received) complete with P2P_ERR_PEER_FAILURE, and
  * later posts naming it fail with P2P_ERR_PEER_FAILURE -- except receives
- * of messages that had already arrived, which still succeed. Messages that reach this communicator after
- * it shut down are dropped.
+ * of messages that had already arrived, which still succeed. Messages that
+ * reach this communicator after it shut down are dropped: at its destroy,
+ * and those that come later (a peer that had not seen the goodbye yet) by
+ * its context's periodic work (about every P2P_PEER_TIMEOUT_MS / 4), or
+ * when the context is destroyed.
  * What cannot be cancelled at once (a transfer UCX is moving; a split
  * single-copy receive whose sender may still write into it) is waited for,
  * up to 2 x P2P_PEER_TIMEOUT_MS + 1 s. Past that deadline (a stopped or

@@ -189,16 +189,8 @@ void Comm::drain_unexpected() {
     // truncation, which also answers a rendezvous sender) so UCX frees it.
     // The next communicator with this id has another generation and would
     // not match them, but they would stay queued for the worker's life.
-    ucp_worker_h w = ctx_->worker();
-    size_t n = 0;
-    ucp_tag_recv_info_t info;
-    ucp_tag_message_h msg;
-    while ((msg = ucp_tag_probe_nb(w, tag_base_, kCommIdMask, 1, &info)) != nullptr) {
-        ucp_request_param_t prm = {};
-        void *r = ucp_tag_msg_recv_nbx(w, nullptr, 0, msg, &prm);
-        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released once done
-        ++n;
-    }
+    // Later ones are the context's (Context::drop_late_messages).
+    const size_t n = Context::drop_unexpected(ctx_->worker(), tag_base_, kCommIdMask);
     if (n != 0) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages nobody received",
                 id_, n);

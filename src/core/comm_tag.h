@@ -36,6 +36,11 @@ constexpr uint32_t kGenCount = 16;
 /** Bits 63..56 (every kind and generation of one id): what a communicator
  *  leaving drains from UCX's unexpected queue. */
 constexpr uint64_t kCommIdMask = static_cast<uint64_t>(0xff) << 56;
+/** Bits 63..56 and 53..50 (one id in one generation, every kind): what
+ *  its context drops for a communicator destroyed here while no other
+ *  holds the id (Context::drop_late_messages). */
+constexpr uint64_t kCommGenMask =
+    kCommIdMask | (static_cast<uint64_t>(kGenCount - 1) << kGenShift);
 
 /** The bits a communicator puts in every tag: its id and generation. */
 inline uint64_t comm_tag_base(uint32_t comm_id, uint32_t gen) {

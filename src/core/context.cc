@@ -285,6 +285,13 @@ Context::~Context() {
     close_gone_eps(/*all=*/true);  // before the worker goes
     flush_lingering();
     close_lingering(/*all=*/true);
+    // No communicator is left: what still waits in UCX's unexpected queue
+    // (sent to one after its last drain) is nobody's. Dropped here, not by
+    // the worker's destroy, which warns once per message.
+    const size_t n = drop_unexpected(worker_.get(), 0, 0);
+    if (n != 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: dropped %zu messages nobody received", n);
+    }
 }
 
 void Context::keep_until_worker_gone(void *p, void (*free)(void *)) noexcept {
@@ -370,6 +377,7 @@ void Context::run_deferred_hooks() {
         deferred_pending_ = false;
         hooks_took_in_ = false;
         answer_gone_hellos();
+        drop_late_messages();
         close_gone_eps();
         close_lingering();
         reap_orphans();

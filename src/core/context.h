@@ -189,6 +189,13 @@ public:
     /** How many endpoints linger (tests, logs). Worker lock held. */
     size_t lingering_count() const { return lingering_.size(); }
 
+    /** Receive into nothing every tag message in UCX's unexpected queue
+     *  whose tag matches tag under mask: each completes as a truncation
+     *  (which also answers a rendezvous sender) and UCX frees it. Returns
+     *  how many. Worker lock held (or no progress any more). */
+    static size_t drop_unexpected(ucp_worker_h worker, uint64_t tag,
+                                  uint64_t mask) noexcept;
+
     /** Keep p alive until the worker is gone, then free(p): what UCX may
      *  still call back with after its owner left (see ~Comm). Out of
      *  memory, p is never freed. Worker lock held; does not throw. */
@@ -208,6 +215,13 @@ private:
     /** Say goodbye to the peers whose hellos reached a retired
      *  communicator (retire_comm_locked). Worker lock held. */
     void answer_gone_hellos() noexcept;
+    /** Periodic runs: drop the messages that reached a retired
+     *  communicator after its destroy drained them (peers that had not
+     *  seen its goodbye yet still sent), for each id no communicator
+     *  holds now; they stayed in UCX's unexpected queue until the
+     *  context went (UCX warned for each then), or until another
+     *  communicator with that id was destroyed. Worker lock held. */
+    void drop_late_messages() noexcept;
     /** Close by force the endpoints of those goodbyes whose flush ended
      *  (the goodbye left) or whose P2P_PEER_TIMEOUT_MS passed: closed
      *  without force, UCX would keep each, and its connection, for as long

@@ -5,6 +5,7 @@
  * for communicators already destroyed here.
  */
 #include "core/context.h"
+#include "core/comm_tag.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/send_small.h"
@@ -129,6 +130,41 @@ void Context::retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
     g.gen = gen;
     g.rank = rank;
     g.unnamed = std::move(unnamed);  // frees the previous generation's
+}
+
+size_t Context::drop_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask) noexcept {
+    size_t n = 0;
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    while ((msg = ucp_tag_probe_nb(worker, tag, mask, 1, &info)) != nullptr) {
+        ucp_request_param_t prm = {};
+        void *r = ucp_tag_msg_recv_nbx(worker, nullptr, 0, msg, &prm);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);  // released once done
+        ++n;
+    }
+    return n;
+}
+
+void Context::drop_late_messages() noexcept {
+    if (!periodic_run_) return;
+    // Ids in use or reserved by a creation under way are skipped: their
+    // new communicator's messages (another generation, but for the
+    // wrap-around rule of next_comm_gen) may be arriving already.
+    CommIdSet busy;
+    {
+        std::lock_guard<std::mutex> lock(ids_mu_);  // a leaf lock
+        for (size_t i = 0; i < busy.size(); ++i) busy[i] = used_ids_[i] | reserved_ids_[i];
+    }
+    for (unsigned id = 0; id < gone_.size(); ++id) {
+        const Gone &g = gone_[id];
+        if (!g.valid || notes_[id] || (busy[id / 8] >> (id % 8)) & 1u) continue;
+        const size_t n = drop_unexpected(worker_.get(), comm_tag_base(id, g.gen),
+                                         kCommGenMask);
+        if (n != 0) {
+            P2P_LOG(P2P_LOG_DEBUG, "comm %u: dropped %zu messages that came after "
+                    "it was destroyed", id, n);
+        }
+    }
 }
 
 void Context::answer_gone_hellos() noexcept {

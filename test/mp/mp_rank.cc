@@ -24,6 +24,7 @@
  *   comm-churn [n]        n communicators in turn: no descriptor may leak
  *   cancel [rounds]       receives canceled before and racing their messages
  *   gone-churn [n]        goodbyes of destroyed communicators release their endpoints
+ *   gone-late             messages reaching a destroyed communicator are dropped
  *   linger                the close handshake: an endpoint lingers until its peer closes its own
  *   linger-killed         a lingering endpoint whose peer dies is closed
  *   cma-split-destroy [late]  destroy with a split receive still in flight
@@ -157,7 +158,7 @@ int main(int argc, char **argv) {
     static const Entry kScenarios[] = {
         {"alltoall", mp::run_alltoall}, {"unexpected", mp::run_unexpected},
         {"shuffle", mp::run_shuffle},   {"batch", mp::run_batch},
-        {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"threads", mp::run_threads},
+        {"truncate", mp::run_truncate}, {"cancel", mp::run_cancel}, {"gone-churn", mp::run_gone_churn}, {"gone-late", mp::run_gone_late}, {"threads", mp::run_threads},
         {"linger", mp::run_linger},     {"linger-killed", mp::run_linger_killed},
         {"linger-flush", mp::run_linger_flush},
         {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},

@@ -10,6 +10,12 @@
  *       rounds: its context closes the endpoint of each goodbye by force
  *       once the goodbye left (closed without force, UCX kept it and its
  *       tcp connections open for a while: +2 descriptors a round).
+ *   gone-late  (2 ranks) rank 1 destroys its communicator, then rank 0
+ *       sends it 16 small messages (until its goodbye comes back) and rank
+ *       1 idles past two periodic runs: its context drops them (logged at
+ *       debug level, which the driver asks for and looks for), so nothing
+ *       is left in UCX's unexpected queue when the context goes (UCX
+ *       would warn once per message then).
  */
 #include "../open_fds.h"
 #include "mp_common.h"
@@ -72,6 +78,45 @@ void run_gone_churn(int argc, char **argv) {
     buf.release();
     r.finish();
     say("gone-churn ok");
+}
+
+void run_gone_late(int, char **) {
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "gone-late");
+    MP_CHECK(r.size() == 2, "gone-late needs 2 ranks");
+    RegBuf buf(r.ctx(), 16 * 8, 0x5A);
+    p2p_comm_h c = r.comm();
+    if (r.rank() == 1) r.destroy_comm();
+    MP_OK(p2p_bootstrap_barrier(r.bootstrap()));  // rank 1's is gone
+    if (r.rank() == 0) {
+        // Eager sends complete as they leave; once the goodbye that
+        // answers our hello is back, posts fail and so may those in flight.
+        std::vector<Xfer> ops;
+        for (uint32_t i = 0; i < 16; ++i) {
+            const p2p_status_t st =
+                p2p_comm_send(c, 1, 9, buf.data() + 8 * i, 8, buf.mem(), ctx_of(i));
+            MP_CHECK(st == P2P_OK || st == P2P_ERR_PEER_FAILURE, "send post %u: %s", i,
+                     p2p_status_string(st));
+            if (st != P2P_OK) break;
+            ops.push_back({true, 1, 9, 8, 0});
+        }
+        MP_CHECK(!ops.empty(), "no send left before the goodbye came back");
+        collect(c, ops, 30, [](const Xfer &, const p2p_completion_t &e) {
+            MP_CHECK(e.status == P2P_OK || e.status == P2P_ERR_PEER_FAILURE,
+                     "send to the rank that destroyed the communicator: status %d",
+                     static_cast<int>(e.status));
+        });
+        say("%zu sends posted", ops.size());
+    }
+    MP_OK(p2p_bootstrap_barrier(r.bootstrap()));
+    if (r.rank() == 1) {
+        // A periodic run every P2P_PEER_TIMEOUT_MS / 4 (750 ms by default).
+        std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    }
+    MP_OK(p2p_bootstrap_barrier(r.bootstrap()));
+    buf.release();
+    r.finish();
+    say("gone-late ok");
 }
 
 } // namespace mp

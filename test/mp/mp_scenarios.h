@@ -35,6 +35,7 @@ void run_cma_map_free(int argc, char **argv);
 void run_cma_forked(int argc, char **argv);
 void run_cancel(int argc, char **argv);
 void run_gone_churn(int argc, char **argv);
+void run_gone_late(int argc, char **argv);
 void run_linger(int argc, char **argv);
 void run_linger_killed(int argc, char **argv);
 void run_cma_split_destroy(int argc, char **argv);

@@ -196,6 +196,19 @@ TEST_P(MpTest, GoodbyesOfDestroyedCommunicatorsReleaseTheirEndpoints2Ranks) {
     expect_scenario({"gone-churn", "8"});
 }
 
+// Messages that reach a communicator after it was destroyed (its peer had
+// not seen its goodbye yet) are dropped by its context's periodic run, not
+// left in UCX's unexpected queue until the context goes (UCX then warned
+// "unexpected tag-receive descriptor ... was not matched" once for each).
+TEST_P(MpTest, MessagesReachingADestroyedCommunicatorAreDropped2Ranks) {
+    RunSpec s;
+    s.args = {"gone-late"};
+    s.env = {"P2P_LOG_LEVEL=debug"};
+    const std::string out = expect_pass(s, "gone-late ok");
+    EXPECT_EQ(1u, count(out, "messages that came after it was destroyed")) << out;
+    EXPECT_EQ(0u, count(out, "was not matched")) << out;
+}
+
 TEST_P(MpTest, Threads2Ranks) {
     if (is_serialized(GetParam())) {
         GTEST_SKIP() << "threads post and poll at once: P2P_THREAD_MULTI only";
