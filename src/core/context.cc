@@ -288,7 +288,8 @@ Context::~Context() {
     // No communicator is left: what still waits in UCX's unexpected queue
     // (sent to one after its last drain) is nobody's. Dropped here, not by
     // the worker's destroy, which warns once per message.
-    const size_t n = drop_unexpected(worker_.get(), 0, 0);
+    // (No worker: creation failed before it was made.)
+    const size_t n = worker_.get() ? drop_unexpected(worker_.get(), 0, 0) : 0;
     if (n != 0) {
         P2P_LOG(P2P_LOG_DEBUG, "context: dropped %zu messages nobody received", n);
     }
