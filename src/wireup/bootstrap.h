@@ -54,6 +54,9 @@ p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out);
 /** P2P_BOOTSTRAP_TIMEOUT_MS, read the same way by every bootstrap:
  *  P2P_ERR_INVALID_PARAM (logged) when malformed, 0 or above a day. */
 p2p_status_t bootstrap_timeout_ms(uint64_t *out);
+/** Its default (the config table's), for a single-process run, which
+ *  waits for nobody and ignores the variable. */
+constexpr uint64_t kDefaultBootstrapTimeoutMs = 60000;
 
 /** P2P_BOOTSTRAP_MAX_MSG, the same bound for every bootstrap: 1 to 2^31
  *  bytes (PMIx sizes are 32-bit); INVALID_PARAM (logged) outside it. */
