@@ -200,6 +200,36 @@ TEST(P2pInfo, LiveMachineRunsWithUcx) {
     EXPECT_NE(std::string::npos, r.out.find("local rank 0")) << r.out;
 }
 
+// The configuration section checks the values it prints with a context
+// (printing alone accepted P2P_SPIN_US=abc with exit status 0, which
+// p2p_context_create refuses), and a UCX that cannot start is a runtime
+// failure (it exited 0).
+TEST(P2pInfo, ConfigurationValuesAreChecked) {
+    Result ok = run("");
+    ASSERT_EQ(0, ok.status) << ok.out;
+    EXPECT_NE(std::string::npos, ok.out.find("values accepted by p2p_context_create"))
+        << ok.out;
+    for (const char *env : {"P2P_SPIN_US=abc", "P2P_PROGRESS=fast", "P2P_CMA=maybe"}) {
+        Result r = run("", env);
+        EXPECT_EQ(1, r.status) << env << r.out;
+        EXPECT_NE(std::string::npos, r.out.find("values refused by p2p_context_create"))
+            << env << r.out;
+        // The library's error names it: NAME='value'.
+        std::string quoted(env);
+        quoted.insert(quoted.find('=') + 1, "'");
+        EXPECT_NE(std::string::npos, r.out.find(quoted + "'")) << env << r.out;
+    }
+    Result skipped = run("--no-ucx", "P2P_SPIN_US=abc");
+    EXPECT_EQ(0, skipped.status) << skipped.out;
+    EXPECT_NE(std::string::npos, skipped.out.find("values not checked (--no-ucx")) << skipped.out;
+}
+
+TEST(P2pInfo, UcxThatCannotStartIsARuntimeFailure) {
+    Result r = run("--no-config", "UCX_TLS=bogus");
+    EXPECT_EQ(1, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("ucx could not start")) << r.out;
+}
+
 TEST(P2pInfo, MalformedCudaStagingIsNotShownAsStaging) {
     // p2p_context_create refuses anything but on or off; the preview must
     // not describe such a value as staging (nor refusing) device memory.

@@ -29,8 +29,9 @@ const char kUsage[] =
     "  --local-rank R       show only local rank R\n"
     "  --sysfs DIR          read RoCE GIDs from DIR instead of\n"
     "                       /sys/class/infiniband (none with --topology)\n"
-    "  --no-ucx             do not start UCX to list its transports\n"
-    "  --no-config          do not print the P2P_* configuration\n"
+    "  --no-ucx             do not start UCX (to list its transports, and to\n"
+    "                       check the P2P_* values with a context)\n"
+    "  --no-config          do not print (nor check) the P2P_* configuration\n"
     "  -h, --help           this text\n"
     "Exit status: 0 ok, 1 runtime failure, 2 bad arguments.\n";
 
@@ -123,6 +124,32 @@ long env_local_size() {
     return -1;
 }
 
+/** Whether p2p_context_create takes the P2P_* values as they are (it
+ *  reads and checks those of the context; its error log names a refused
+ *  one): printing them checks nothing. A context starts UCX: not with
+ *  --no-ucx. */
+void check_values(const Options &o, int *exit_code) {
+    if (!o.ucx) {
+        std::printf("# values not checked (--no-ucx: checking starts a context)\n");
+        return;
+    }
+    std::fflush(stdout);  // the library's error log goes to stderr
+    p2p_context_h ctx = nullptr;
+    const p2p_status_t st = p2p_context_create(nullptr, &ctx);
+    if (st == P2P_OK) {
+        p2p_context_destroy(ctx);
+        std::printf("# values accepted by p2p_context_create\n");
+    } else if (st == P2P_ERR_INVALID_PARAM) {
+        std::printf("# values refused by p2p_context_create: %s (its error above "
+                    "names the variable)\n", p2p_status_string(st));
+        *exit_code = 1;
+    } else {
+        std::printf("# values not checked: p2p_context_create failed: %s\n",
+                    p2p_status_string(st));
+        *exit_code = 1;
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -163,19 +190,20 @@ int main(int argc, char **argv) {
     std::printf("== build\n");
     p2p_build_print(stdout);
 
+    int exit_code = 0;
     std::printf("\n== ucx\n");
     if (o.ucx) {
         std::fflush(stdout);
         p2p_status_t st = p2p_ucx_print(stdout);
         if (st != P2P_OK) {
             std::printf("ucx could not start: %s\n", p2p_status_string(st));
+            exit_code = 1;
         }
     } else {
         std::printf("(skipped: --no-ucx)\n");
     }
 
     std::printf("\n== topology\n");
-    int exit_code = 0;
     if (topo_st != P2P_OK) {
         std::printf("cannot load the live topology: %s\n", p2p_status_string(topo_st));
         exit_code = 1;
@@ -208,6 +236,7 @@ int main(int argc, char **argv) {
     if (o.config) {
         std::printf("\n== configuration\n");
         p2p_config_print(stdout);
+        check_values(o, &exit_code);
     }
     return exit_code;
 }
