@@ -1,9 +1,11 @@
 #include "report.h"
+#include "json_on_signal.h"
 
 #include <ucxp2p/p2p.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 
@@ -36,6 +38,26 @@ std::string extra_text(const Result &r, char kv, char sep) {
         s += buf;
     }
     return s;
+}
+
+/** printf onto the end of *out. */
+__attribute__((format(printf, 2, 3))) void appendf(std::string *out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char small[512];
+    va_list again;
+    va_copy(again, ap);
+    const int n = std::vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+    if (n >= 0 && static_cast<size_t>(n) < sizeof(small)) {
+        out->append(small, static_cast<size_t>(n));
+    } else if (n >= 0) {
+        const size_t at = out->size();
+        out->resize(at + static_cast<size_t>(n) + 1);
+        std::vsnprintf(&(*out)[at], static_cast<size_t>(n) + 1, fmt, again);
+        out->resize(at + static_cast<size_t>(n));
+    }
+    va_end(again);
 }
 
 } // namespace
@@ -90,7 +112,11 @@ std::string json_escape(const std::string &s) {
 
 Reporter::Reporter(const Options &opts, uint32_t world_size,
                    const char *bootstrap)
-    : opts_(opts), world_size_(world_size), bootstrap_(bootstrap) {}
+    : opts_(opts), world_size_(world_size), bootstrap_(bootstrap) {
+    if (opts_.format == Format::JSON) {
+        json_on_signal::keep(document(false));  // a run ended by a signal
+    }
+}
 
 void Reporter::header() {
     if (header_done_) {
@@ -127,6 +153,9 @@ void Reporter::header() {
 void Reporter::add(const Result &r) {
     header();
     results_.push_back(r);
+    if (opts_.format == Format::JSON) {
+        json_on_signal::keep(document(false));
+    }
     Stats s = stats_of(r.samples_us);
     if (opts_.format == Format::CSV) {
         std::printf("%s,%zu,%llu,%u,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
@@ -166,7 +195,12 @@ void Reporter::finish(bool complete) {
         std::fflush(stdout);
         return;
     }
-    std::printf("{\n  \"tool\": \"p2p_perftest\",\n  \"version\": \"%s\",\n"
+    json_on_signal::print_final(document(complete));
+}
+
+std::string Reporter::document(bool complete) const {
+    std::string d;
+    appendf(&d, "{\n  \"tool\": \"p2p_perftest\",\n  \"version\": \"%s\",\n"
                 "  \"timestamp\": %lld,\n  \"ranks\": %u,\n"
                 "  \"bootstrap\": \"%s\",\n  \"completion\": \"%s\",\n"
                 "  \"buffers\": \"%s\",\n  \"pool_bytes\": %zu,\n  \"mem_type\": \"%s\",\n"
@@ -184,7 +218,7 @@ void Reporter::finish(bool complete) {
     for (size_t i = 0; i < results_.size(); ++i) {
         const Result &r = results_[i];
         Stats s = stats_of(r.samples_us);
-        std::printf("%s\n    {\"test\": \"%s\", \"size\": %zu, "
+        appendf(&d, "%s\n    {\"test\": \"%s\", \"size\": %zu, "
                     "\"iterations\": %llu, \"msgs_per_iter\": %u, "
                     "\"time_s\": %.10g,\n     \"latency_us\": {\"avg\": %.10g, "
                     "\"min\": %.10g, \"p50\": %.10g, \"p90\": %.10g, "
@@ -201,16 +235,17 @@ void Reporter::finish(bool complete) {
                     (unsigned long long)r.bytes_sent,
                     (unsigned long long)r.bytes_received,
                     (unsigned long long)r.errors);
-        std::printf(",\n     \"extra\": {");
+        appendf(&d, ",\n     \"extra\": {");
         for (size_t k = 0; k < r.extra.size(); ++k) {
-            std::printf("%s\"%s\": %.10g", k ? ", " : "",
+            appendf(&d, "%s\"%s\": %.10g", k ? ", " : "",
                         json_escape(r.extra[k].first).c_str(),
                         r.extra[k].second);
         }
-        std::printf("}}");
+        appendf(&d, "}}");
     }
-    std::printf("\n  ]\n}\n");
-    std::fflush(stdout);
+    appendf(&d, "\n  ]\n}\n");
+    return d;
 }
+
 
 } // namespace perftest

@@ -47,11 +47,15 @@ public:
     /** Print one result as soon as it is known (table/CSV: a row). */
     void add(const Result &r);
     /** Print what must come at the end (JSON document). complete: false
-     *  when the run stopped before its last point (JSON "complete"). */
+     *  when the run stopped before its last point (JSON "complete"). With
+     *  --json, a run ended by SIGTERM, SIGINT or SIGHUP before this
+     *  prints the document of the points so far (json_on_signal.h). */
     void finish(bool complete = true);
 
 private:
     void header();
+    /** The JSON document of the points so far. */
+    std::string document(bool complete) const;
     const Options &opts_;
     uint32_t world_size_;
     std::string bootstrap_;

@@ -1,0 +1,30 @@
+/*
+ * --json when the run is ended by a signal: p2prun's --timeout, Ctrl-C, or
+ * p2prun stopping the other ranks after one failed all send SIGTERM (or
+ * SIGINT, SIGHUP), and the document, printed at the end, never came. The
+ * reporter keeps the document of the points measured so far ("complete":
+ * false) up to date here after each point; a handler writes it to stdout
+ * with write(2) alone, then lets the signal end the process as before
+ * (its default action, so the exit status still names the signal).
+ */
+#ifndef UCXP2P_TOOLS_PERFTEST_JSON_ON_SIGNAL_H
+#define UCXP2P_TOOLS_PERFTEST_JSON_ON_SIGNAL_H
+
+#include <string>
+
+namespace perftest {
+namespace json_on_signal {
+
+/** The document to print if a signal ends the run now. The first call
+ *  installs the handlers (not over a signal the process ignores). */
+void keep(const std::string &doc);
+
+/** Print doc, the final document, and keep nothing any more: a signal
+ *  that comes meanwhile waits until doc is out, then ends the process
+ *  without printing a second one. */
+void print_final(const std::string &doc);
+
+} // namespace json_on_signal
+} // namespace perftest
+
+#endif
