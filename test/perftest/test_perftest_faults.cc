@@ -3,6 +3,7 @@
  * did not get is an error in the report and the exit status, never a
  * number.
  */
+#include "../../tools/common/meminfo.h"
 #include "json_mini.h"
 #include "perftest_util.h"
 
@@ -144,4 +145,29 @@ TEST(Perftest, JsonDocumentWhenASignalEndsTheRun) {
     EXPECT_FALSE(doc.at("complete").b) << r.out;
     ASSERT_EQ(doc.at("results").arr.size(), 1u) << r.out;
     EXPECT_EQ(doc.at("results").arr[0].at("size").num, 8) << r.out;
+}
+
+// p2p_demo's buffers (a send and a receive buffer of ranks x tensors x
+// bytes, per rank) are checked against the memory available on the host
+// before they are touched: -n 4 -s 1G -t 1 asked for 32 GiB on a 23 GiB
+// machine and the kernel's OOM killer ended a rank (its old bound let up
+// to 32 GiB per rank through, saying 16).
+TEST(Demo, BuffersLargerThanTheHostsMemoryAreRefused) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    if (p2ptools::memory_available() >= (uint64_t(32) << 30)) {
+        GTEST_SKIP() << "32 GiB fit in this machine's available memory";
+    }
+    // 2 ranks x (send + receive) x 2 ranks x 4 tensors x 1 GiB = 32 GiB.
+    ProcResult r = run("env UCX_TLS=shm,self " + p2prun() + " -n 2 --no-prefix --timeout 60 -- " +
+                           demo() + " -s 1G -t 4 -i 1",
+                       60);
+    EXPECT_EQ(2, r.rc) << r.out << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("more than the memory available")) << r.err;
+    r = run("env UCX_TLS=shm,self " + p2prun() + " -n 2 --no-prefix --timeout 60 -- " +
+                demo() + " -s 1G -t 8 -i 1",
+            60);
+    EXPECT_EQ(2, r.rc) << r.out << r.err;
+    EXPECT_NE(std::string::npos, r.err.find("is more than 16 GiB of buffers per rank")) << r.err;
 }

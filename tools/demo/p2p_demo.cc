@@ -10,8 +10,11 @@
  * posting and completing the transfers is timed, verification is not.
  * Uses only the public API (include/ucxp2p/p2p.h).
  */
+#include "../common/meminfo.h"
+
 #include <ucxp2p/p2p.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cstdint>
@@ -114,11 +117,22 @@ int main(int argc, char **argv) {
     CHECK(p2p_comm_query(comm, &info));
     const uint32_t n = info.size, me = info.rank;
 
+    // A send and a receive buffer of per_peer bytes per rank, each rank:
+    // checked before they are touched, not by the kernel's OOM killer.
     const size_t per_peer = static_cast<size_t>(bytes * tensors);
-    if (per_peer > (uint64_t(16) << 30) / n) {
-        std::fprintf(stderr, "p2p_demo: %u ranks x %llu tensors x %llu B is more than 16 GiB "
-                     "of buffers per rank\n", n, static_cast<unsigned long long>(tensors),
+    if (per_peer > (uint64_t(8) << 30) / n) {
+        std::fprintf(stderr, "p2p_demo: 2 x %u ranks x %llu tensors x %llu B is more than "
+                     "16 GiB of buffers per rank\n", n, static_cast<unsigned long long>(tensors),
                      static_cast<unsigned long long>(bytes));
+        return 2;
+    }
+    const uint64_t need = 2 * uint64_t(per_peer) * n * std::max<uint32_t>(info.local_size, 1);
+    const uint64_t avail = p2ptools::memory_available();
+    if (avail != 0 && need > avail) {
+        std::fprintf(stderr, "p2p_demo: rank %u: buffers of %llu bytes for the %u ranks on "
+                     "this host are more than the memory available (%llu bytes); use a "
+                     "smaller -s or -t\n", me, static_cast<unsigned long long>(need),
+                     info.local_size, static_cast<unsigned long long>(avail));
         return 2;
     }
     std::vector<uint8_t> sendbuf(per_peer * n), recvbuf(per_peer * n);

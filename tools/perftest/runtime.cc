@@ -279,22 +279,4 @@ uint64_t pinned_bytes() {
     return kb * 1024;
 }
 
-uint64_t memory_available() {
-    FILE *f = std::fopen("/proc/meminfo", "r");
-    if (f != nullptr) {
-        char line[256];
-        unsigned long long kb = 0;
-        bool found = false;
-        while (!found && std::fgets(line, sizeof(line), f) != nullptr) {
-            found = std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
-        }
-        std::fclose(f);
-        if (found) {
-            return kb * 1024;
-        }
-    }
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return (pages > 0 && page > 0) ? uint64_t(pages) * uint64_t(page) : 0;
-}
-
 } // namespace perftest

@@ -5,6 +5,7 @@
 #ifndef UCXP2P_TOOLS_PERFTEST_RUNTIME_H
 #define UCXP2P_TOOLS_PERFTEST_RUNTIME_H
 
+#include "../common/meminfo.h"
 #include "options.h"
 
 #include <ucxp2p/p2p.h>
@@ -145,9 +146,9 @@ private:
 uint64_t rss_bytes();
 /** Pinned memory in bytes (VmPin of /proc/self/status); 0 if unknown. */
 uint64_t pinned_bytes();
-/** Memory a new allocation can use without swapping out others: MemAvailable
- *  of /proc/meminfo, else the physical memory; 0 if unknown. */
-uint64_t memory_available();
+/** Memory a new allocation can use without swapping out others
+ *  (tools/common/meminfo.h). */
+using p2ptools::memory_available;
 
 } // namespace perftest
 
