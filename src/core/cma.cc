@@ -248,7 +248,7 @@ p2p_status_t check_settings() {
     uint64_t v = 0;  // each call logs what is wrong
     p2p_status_t st = config_is(config_get("P2P_CMA_THRESH"), "auto")
                           ? P2P_OK
-                          : config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v);
+                          : config_get_u64("P2P_CMA_THRESH", UINT64_MAX, &v, 0, "auto");
     if (st == P2P_OK) st = config_get_u64("P2P_CMA_MAPPED_THRESH", UINT64_MAX, &v);
     if (st == P2P_OK) st = config_get_u64("P2P_CMA_SPLIT", UINT64_MAX, &v);
     return st;

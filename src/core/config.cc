@@ -249,19 +249,19 @@ std::string config_get(const char *name) {
     return v->default_value;
 }
 
-p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out) {
+p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out, uint64_t min,
+                            const char *keyword) {
     std::string s = config_get(name);
-    if (s.empty() || s[0] < '0' || s[0] > '9') {  // strtoull skips spaces, takes signs
-        P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not a non-negative integer",
-                name, s.c_str());
-        return P2P_ERR_INVALID_PARAM;
-    }
     errno = 0;
     char *end = nullptr;
-    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (errno != 0 || end == s.c_str() || *end != '\0' || v > max) {
-        P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not an integer in [0, %llu]",
-                name, s.c_str(), static_cast<unsigned long long>(max));
+    // strtoull skips spaces and takes signs: the first character must be a digit.
+    const bool digits = !s.empty() && s[0] >= '0' && s[0] <= '9';
+    unsigned long long v = digits ? std::strtoull(s.c_str(), &end, 10) : 0;
+    if (!digits || errno != 0 || end == s.c_str() || *end != '\0' || v < min || v > max) {
+        P2P_LOG(P2P_LOG_ERROR, "config: %s='%s' is not %s%san integer in [%llu, %llu]",
+                name, s.c_str(), keyword != nullptr ? keyword : "",
+                keyword != nullptr ? " or " : "", static_cast<unsigned long long>(min),
+                static_cast<unsigned long long>(max));
         return P2P_ERR_INVALID_PARAM;
     }
     *out = v;

@@ -38,9 +38,12 @@ std::vector<std::pair<std::string, std::string>> config_misspelled(const char *c
  *  per process, at the first context whose level shows warnings. */
 void config_warn_misspelled(p2p_log_level_t level);
 
-/** Parse an unsigned integer setting; P2P_ERR_INVALID_PARAM (logged) when
- *  the value is malformed or above max. */
-p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out);
+/** Parse an unsigned integer setting; P2P_ERR_INVALID_PARAM when the
+ *  value is malformed or outside [min, max], logged with that range (and
+ *  keyword, when the setting also takes one the caller checked first:
+ *  "is not auto or an integer in [...]"). */
+p2p_status_t config_get_u64(const char *name, uint64_t max, uint64_t *out,
+                            uint64_t min = 0, const char *keyword = nullptr);
 
 /** Whether a setting's value is the keyword: every P2P_* keyword (on, off,
  *  auto, a mode or level name) is read without regard to case. */

@@ -135,7 +135,7 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     if (mask & P2P_CONFIG_FIELD_PEER_TIMEOUT_MS) {
         v = config->peer_timeout_ms;
     } else if ((st = config_get_u64("P2P_PEER_TIMEOUT_MS", kMaxPeerTimeoutMs,
-                                    &v)) != P2P_OK) {
+                                    &v, 10)) != P2P_OK) {
         return st;
     }
     if (v < 10 || v > kMaxPeerTimeoutMs) {

@@ -137,25 +137,13 @@ p2p_status_t create(int raw_type, std::unique_ptr<Bootstrap> *out) {
 
 p2p_status_t bootstrap_timeout_ms(uint64_t *out) {
     const uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
-    p2p_status_t st = config_get_u64("P2P_BOOTSTRAP_TIMEOUT_MS", kMaxTimeoutMs,
-                                     out);
-    if (st == P2P_OK && *out == 0) {
-        // PMIx would take 0 as "never", tcp as "already late".
-        P2P_LOG(P2P_LOG_ERROR, "bootstrap: P2P_BOOTSTRAP_TIMEOUT_MS must be at "
-                               "least 1");
-        return P2P_ERR_INVALID_PARAM;
-    }
-    return st;
+    // At least 1: PMIx would take 0 as "never", tcp as "already late".
+    return config_get_u64("P2P_BOOTSTRAP_TIMEOUT_MS", kMaxTimeoutMs, out, 1);
 }
 
 p2p_status_t bootstrap_max_msg(uint64_t *out) {
     const uint64_t kMaxMsgLimit = 1ull << 31;
-    p2p_status_t st = config_get_u64("P2P_BOOTSTRAP_MAX_MSG", kMaxMsgLimit, out);
-    if (st == P2P_OK && *out == 0) {
-        P2P_LOG(P2P_LOG_ERROR, "bootstrap: P2P_BOOTSTRAP_MAX_MSG must be at least 1");
-        return P2P_ERR_INVALID_PARAM;
-    }
-    return st;
+    return config_get_u64("P2P_BOOTSTRAP_MAX_MSG", kMaxMsgLimit, out, 1);
 }
 
 p2p_status_t bootstrap_create(int type, std::unique_ptr<Bootstrap> *out) {

@@ -44,6 +44,30 @@ TEST(Config, EnvOverridesDefault) {
     unsetenv("P2P_SPIN_US");
 }
 
+// A value outside the setting's range is refused with the range it has,
+// its lower bound included (P2P_PEER_TIMEOUT_MS=5 was told "[0, 3600000]"
+// while 0-9 are refused), and the keyword it also takes.
+TEST(Config, RangeErrorsNameTheRealRange) {
+    uint64_t v = 0;
+    setenv("P2P_PEER_TIMEOUT_MS", "5", 1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_get_u64("P2P_PEER_TIMEOUT_MS", 3600000, &v, 10));
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("P2P_PEER_TIMEOUT_MS='5' is not an integer in [10, 3600000]"),
+              std::string::npos) << err;
+    setenv("P2P_PEER_TIMEOUT_MS", "10", 1);
+    EXPECT_EQ(P2P_OK, config_get_u64("P2P_PEER_TIMEOUT_MS", 3600000, &v, 10));
+    EXPECT_EQ(10u, v);
+    unsetenv("P2P_PEER_TIMEOUT_MS");
+    setenv("P2P_CMA_THRESH", "64K", 1);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, config_get_u64("P2P_CMA_THRESH", 100, &v, 0, "auto"));
+    err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("P2P_CMA_THRESH='64K' is not auto or an integer in [0, 100]"),
+              std::string::npos) << err;
+    unsetenv("P2P_CMA_THRESH");
+}
+
 TEST(Config, ParseNames) {
     p2p_log_level_t l;
     EXPECT_EQ(P2P_OK, config_parse_log_level("DEBUG", &l));
