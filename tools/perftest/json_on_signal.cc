@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include <unistd.h>
 
@@ -16,14 +17,19 @@ namespace {
 
 constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP};
 
-/* Two slots: keep() fills the one the handler is not reading, then
- * publishes it with one store; the handler reads the published one. */
+/* Two slots: keep() (the reporting thread) fills the one it did not fill
+ * last, then publishes it with one store; a handler reads the published
+ * one. Once a handler runs, keep() touches no slot again. */
 struct Slot {
     char *text = nullptr;
     size_t len = 0;
 };
 Slot g_slots[2];
-std::atomic<int> g_active{-1};  // -1: nothing to print
+int g_last = -1;                  // keep()'s thread only
+std::atomic<int> g_active{-1};    // -1: nothing to print
+enum State : int { kRunning, kHandlerPrints, kFinal };
+std::atomic<int> g_state{kRunning};
+std::atomic<bool> g_final_out{false};  // print_final wrote its document
 bool g_installed = false;
 
 void write_all(const char *p, size_t n) {
@@ -36,11 +42,31 @@ void write_all(const char *p, size_t n) {
     }
 }
 
+void die_of(int sig) {
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // blocked until the handler returns, then ends the process
+}
+
+/* Any thread may take the signal (the progress thread among them), and
+ * two threads may take two. Only async-signal-safe calls. */
 void on_signal(int sig) {
-    const int i = g_active.exchange(-1);
-    if (i >= 0) write_all(g_slots[i].text, g_slots[i].len);
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);  // blocked until this handler returns, then ends us
+    int seen = kRunning;
+    if (g_state.compare_exchange_strong(seen, kHandlerPrints)) {
+        const int i = g_active.load();
+        if (i >= 0) write_all(g_slots[i].text, g_slots[i].len);
+    } else if (seen == kFinal) {
+        // The final document is going out: let it finish, then end.
+        while (!g_final_out.load()) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, nullptr);
+        }
+    } else {
+        return;  // another handler prints, and then ends the process
+    }
+    die_of(sig);
 }
 
 void install() {
@@ -61,14 +87,15 @@ void install() {
 
 void keep(const std::string &doc) {
     if (!g_installed) install();
-    const int cur = g_active.load();
-    const int next = cur == 0 ? 1 : 0;
+    if (g_state.load() != kRunning) return;  // a handler may read either slot
+    const int next = g_last == 0 ? 1 : 0;    // never the published one
     char *copy = static_cast<char *>(std::malloc(doc.size()));
     if (copy == nullptr) return;  // out of memory: the previous one stays
     std::memcpy(copy, doc.data(), doc.size());
     std::free(g_slots[next].text);
     g_slots[next].text = copy;
     g_slots[next].len = doc.size();
+    g_last = next;
     g_active.store(next);
 }
 
@@ -76,11 +103,15 @@ void print_final(const std::string &doc) {
     sigset_t block, old;
     sigemptyset(&block);
     for (int sig : kSignals) sigaddset(&block, sig);
-    sigprocmask(SIG_BLOCK, &block, &old);
-    g_active.store(-1);
-    std::fputs(doc.c_str(), stdout);
-    std::fflush(stdout);
-    sigprocmask(SIG_SETMASK, &old, nullptr);  // one that came ends us now
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    int seen = kRunning;
+    if (g_state.compare_exchange_strong(seen, kFinal)) {
+        std::fputs(doc.c_str(), stdout);
+        std::fflush(stdout);
+        g_final_out.store(true);
+    }
+    // else: a handler printed the points so far and ends the process now
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);  // one that came ends us now
 }
 
 } // namespace json_on_signal

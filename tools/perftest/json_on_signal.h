@@ -20,8 +20,9 @@ namespace json_on_signal {
 void keep(const std::string &doc);
 
 /** Print doc, the final document, and keep nothing any more: a signal
- *  that comes meanwhile waits until doc is out, then ends the process
- *  without printing a second one. */
+ *  that comes meanwhile (to any thread) waits until doc is out, then ends
+ *  the process without printing a second one. Prints nothing when a
+ *  handler has begun printing the points so far (it ends the process). */
 void print_final(const std::string &doc);
 
 } // namespace json_on_signal
