@@ -176,10 +176,12 @@ void options_usage(const char *prog) {
         "                 size, see docs/PERFORMANCE.md); at most 10^8\n"
         "  -w N           warm-up iterations (default n/10, at least 2);\n"
         "                 at most 10^8\n"
-        "  -W N           window: messages in flight for bw/rate (64);\n"
-        "                 bw's iteration is one window, rate's W messages\n"
-        "  -b COUNT[xSIZE] batch shape, e.g. 128x512K (default). A SIZE\n"
-        "                 given here is batch's block size even with -s\n"
+        "  -W N           window: messages in flight for bw/rate (64, at\n"
+        "                 most 65536); bw's iteration is one window, rate's\n"
+        "                 W messages\n"
+        "  -b COUNT[xSIZE] batch shape, e.g. 128x512K (default; COUNT at\n"
+        "                 most 65536). A SIZE given here is batch's\n"
+        "                 block size even with -s\n"
         "                 (-s then sizes the other tests); -b COUNT alone:\n"
         "                 batch runs at the -s sizes (default 512K)\n"
         "  -p BYTES       rotating buffer pool of BYTES (e.g. 1G) so\n"
@@ -190,7 +192,8 @@ void options_usage(const char *prog) {
         "                 else staged through host memory) or cuda-managed\n"
         "                 (cudaMallocManaged); GPU types need a CUDA build\n"
         "                 and a device, and exclude --check and --alloc lib\n"
-        "  -c N           communicators created by the mem test (8)\n"
+        "  -c N           communicators created by the mem test (8, at\n"
+        "                 most 200)\n"
         "  --alloc HOW    user: posix_memalign + p2p_mem_register (the\n"
         "                 default: buffers an application brings); lib:\n"
         "                 p2p_mem_alloc (shareable, NUMA-placed; like\n"
@@ -208,7 +211,8 @@ void options_usage(const char *prog) {
         "                 (slower; for correctness runs); a fault in\n"
         "                 the warm-up fails the point too; rate then\n"
         "                 uses W slots, whatever -p says\n"
-        "  --timeout SEC  bound on one measurement point (60)\n"
+        "  --timeout SEC  bound on one measurement point, whole seconds\n"
+        "                 1 to 86400 (60)\n"
         "  --csv          print CSV instead of a table\n"
         "  --json         print JSON instead of a table (under p2prun, give it\n"
         "                 --no-prefix for either: its [RANK] prefixes parse as neither)\n"
@@ -332,8 +336,8 @@ int options_parse(int argc, char **argv, Options *opts) {
             for (const struct option *l = kLong; c >= 256 && l->name != nullptr; ++l) {
                 if (l->val == c) name = std::string("--") + l->name;
             }
-            std::fprintf(stderr, "%s: bad value for %s: '%s'\n", prog, name.c_str(),
-                         optarg ? optarg : "");
+            std::fprintf(stderr, "%s: bad value for %s: '%s' (--help gives what it takes)\n",
+                         prog, name.c_str(), optarg ? optarg : "");
             return -1;
         }
     }
