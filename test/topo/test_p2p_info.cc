@@ -53,7 +53,8 @@ TEST(P2pInfo, BadArgumentsExitTwoWithAMessage) {
     for (const char *args : {"--bogus", "--local-size", "--local-size 0",
                              "--local-size -3", "--local-size 2x", "--topology",
                              "--topology /nonexistent.xml --no-ucx",
-                             "--local-size 2 --local-rank 5 --no-ucx"}) {
+                             "--local-size 2 --local-rank 5 --no-ucx",
+                             "--sysfs /nonexistent --no-ucx"}) {
         Result r = run(args);
         EXPECT_EQ(2, r.status) << args << "\n" << r.out;
         EXPECT_NE(std::string::npos, r.out.find("p2p_info: ")) << args << "\n" << r.out;
@@ -222,6 +223,14 @@ TEST(P2pInfo, ConfigurationValuesAreChecked) {
     Result skipped = run("--no-ucx", "P2P_SPIN_US=abc");
     EXPECT_EQ(0, skipped.status) << skipped.out;
     EXPECT_NE(std::string::npos, skipped.out.find("values not checked (--no-ucx")) << skipped.out;
+}
+
+// A local size in the environment that is not a number is said to be
+// ignored (it silently became 1, or the number of GPUs).
+TEST(P2pInfo, MalformedLocalSizeInTheEnvironmentIsNamed) {
+    Result r = run("--no-ucx --no-config", "LOCAL_WORLD_SIZE=abc");
+    EXPECT_EQ(0, r.status) << r.out;
+    EXPECT_NE(std::string::npos, r.out.find("LOCAL_WORLD_SIZE='abc' is not a number")) << r.out;
 }
 
 TEST(P2pInfo, UcxThatCannotStartIsARuntimeFailure) {

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <string>
 
+#include <sys/stat.h>
+
 namespace {
 
 const char kUsage[] =
@@ -98,8 +100,9 @@ int parse(int argc, char **argv, Options *o) {
                                    v != nullptr ? v : "");
             }
         } else if (a == "--sysfs") {
-            if (!value(&v)) {
-                return usage_error("%s needs a directory", a.c_str());
+            struct stat st;
+            if (!value(&v) || stat(v, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                return usage_error("--sysfs needs a directory, got '%s'", v != nullptr ? v : "");
             }
             o->sysfs = v;
             o->sysfs_set = true;
@@ -116,9 +119,14 @@ int parse(int argc, char **argv, Options *o) {
 
 long env_local_size() {
     for (const char *name : {"P2P_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE"}) {
+        const char *s = std::getenv(name);
         long v;
-        if (parse_num(std::getenv(name), 4096, &v) && v > 0) {
+        if (parse_num(s, 4096, &v) && v > 0) {
             return v;
+        }
+        if (s != nullptr) {
+            std::fprintf(stderr, "p2p_info: %s='%s' is not a number in [1, 4096]; "
+                         "ignored\n", name, s);
         }
     }
     return -1;
