@@ -15,7 +15,8 @@ namespace {
 
 const ConfigVar kTable[] = {
     {"P2P_LOG_LEVEL", "warn",
-     "Log level: error, warn, info, debug, trace. Messages go to stderr."},
+     "Log level: error, warn, info, debug, trace (today trace shows what debug "
+     "shows: no per-message lines). Messages go to stderr."},
     {"P2P_PROGRESS", "adaptive",
      "Progress thread mode: adaptive (spin P2P_SPIN_US after activity, then "
      "sleep on the worker event fd), busy (never sleep), event (sleep "
