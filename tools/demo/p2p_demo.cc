@@ -110,15 +110,14 @@ int main(int argc, char **argv) {
     auto t_init = std::chrono::steady_clock::now();
     CHECK(p2p_context_create(nullptr, &ctx));
     CHECK(p2p_bootstrap_create(P2P_BOOTSTRAP_AUTO, &bs));
-    CHECK(p2p_comm_create(ctx, bs, &comm));
-    double setup_ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - t_init).count();
-    p2p_comm_info_t info;
-    CHECK(p2p_comm_query(comm, &info));
-    const uint32_t n = info.size, me = info.rank;
+    p2p_bootstrap_info_t binfo;
+    CHECK(p2p_bootstrap_query(bs, &binfo));
+    const uint32_t n = binfo.size, me = binfo.rank;
 
     // A send and a receive buffer of per_peer bytes per rank, each rank:
-    // checked before they are touched, not by the kernel's OOM killer.
+    // checked before they are touched, not by the kernel's OOM killer, and
+    // before p2p_comm_create, which no rank leaves before all came to it,
+    // so that no rank checks memory a faster one already took.
     const size_t per_peer = static_cast<size_t>(bytes * tensors);
     if (per_peer > (uint64_t(8) << 30) / n) {
         std::fprintf(stderr, "p2p_demo: 2 x %u ranks x %llu tensors x %llu B is more than "
@@ -126,15 +125,18 @@ int main(int argc, char **argv) {
                      static_cast<unsigned long long>(bytes));
         return 2;
     }
-    const uint64_t need = 2 * uint64_t(per_peer) * n * std::max<uint32_t>(info.local_size, 1);
+    const uint64_t need = 2 * uint64_t(per_peer) * n * std::max<uint32_t>(binfo.local_size, 1);
     const uint64_t avail = p2ptools::memory_available();
     if (avail != 0 && need > avail) {
         std::fprintf(stderr, "p2p_demo: rank %u: buffers of %llu bytes for the %u ranks on "
                      "this host are more than the memory available (%llu bytes); use a "
                      "smaller -s or -t\n", me, static_cast<unsigned long long>(need),
-                     info.local_size, static_cast<unsigned long long>(avail));
+                     binfo.local_size, static_cast<unsigned long long>(avail));
         return 2;
     }
+    CHECK(p2p_comm_create(ctx, bs, &comm));
+    double setup_ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - t_init).count();
     std::vector<uint8_t> sendbuf(per_peer * n), recvbuf(per_peer * n);
     p2p_mem_h smem, rmem;
     CHECK(p2p_mem_register(ctx, sendbuf.data(), sendbuf.size(), &smem));
