@@ -58,10 +58,11 @@ void on_signal(int sig) {
         const int i = g_active.load();
         if (i >= 0) write_all(g_slots[i].text, g_slots[i].len);
     } else if (seen == kFinal) {
-        // The final document is going out: let it finish, then end.
-        while (!g_final_out.load()) {
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, nullptr);
+        // The final document is going out: let it finish (up to 5 s: a
+        // reader that stopped reading must not keep us alive), then end.
+        for (int ms = 0; ms < 5000 && !g_final_out.load(); ++ms) {
+            struct timespec one = {0, 1000000};
+            nanosleep(&one, nullptr);
         }
     } else {
         return;  // another handler prints, and then ends the process
@@ -105,12 +106,15 @@ void print_final(const std::string &doc) {
     for (int sig : kSignals) sigaddset(&block, sig);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     int seen = kRunning;
-    if (g_state.compare_exchange_strong(seen, kFinal)) {
-        std::fputs(doc.c_str(), stdout);
-        std::fflush(stdout);
-        g_final_out.store(true);
+    if (!g_state.compare_exchange_strong(seen, kFinal)) {
+        // A handler (another thread) prints the points so far and then
+        // ends the process: wait for that rather than exit meanwhile,
+        // which could cut its document short.
+        for (;;) pause();
     }
-    // else: a handler printed the points so far and ends the process now
+    std::fputs(doc.c_str(), stdout);
+    std::fflush(stdout);
+    g_final_out.store(true);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);  // one that came ends us now
 }
 

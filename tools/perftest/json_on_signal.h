@@ -21,8 +21,9 @@ void keep(const std::string &doc);
 
 /** Print doc, the final document, and keep nothing any more: a signal
  *  that comes meanwhile (to any thread) waits until doc is out, then ends
- *  the process without printing a second one. Prints nothing when a
- *  handler has begun printing the points so far (it ends the process). */
+ *  the process without printing a second one (it waits at most 5 s for
+ *  a stdout nobody reads). When a handler has begun printing the points
+ *  so far, prints nothing and waits for that handler to end the process. */
 void print_final(const std::string &doc);
 
 } // namespace json_on_signal
