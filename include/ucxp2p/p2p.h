@@ -320,7 +320,8 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * different threads (P2P_THREAD_MULTI): each holds the ids it offers until its ranks chose
  * one, so they never take the same id. One that finds no id free on every
  * rank while another held some exchanges again, after a short random pause,
- * until the ids come free; past P2P_BOOTSTRAP_TIMEOUT_MS of that, BUSY.
+ * until the ids come free; past P2P_BOOTSTRAP_TIMEOUT_MS of that (60 s
+ * for a single process, which ignores the variable), BUSY.
  */
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
                              p2p_comm_h *comm_p);
@@ -348,10 +349,11 @@ p2p_status_t p2p_comm_query(p2p_comm_h comm, p2p_comm_info_t *info_p);
  * matched, sends not yet received) complete with P2P_ERR_PEER_FAILURE, and
  * later posts naming it fail with P2P_ERR_PEER_FAILURE -- except receives
  * of messages that had already arrived, which still succeed. Messages that
- * reach this communicator after it shut down are dropped: at its destroy,
- * and those that come later (a peer that had not seen the goodbye yet) by
- * its context's periodic work (about every P2P_PEER_TIMEOUT_MS / 4), or
- * when the context is destroyed.
+ * reach this communicator after it shut down are dropped: at its destroy;
+ * those that come later (a peer had not seen the goodbye yet) by the
+ * context's periodic work (every P2P_PEER_TIMEOUT_MS / 4, for 4 x
+ * P2P_PEER_TIMEOUT_MS), by the destroy of the next one with its id, or
+ * at the context's destroy.
  * What cannot be cancelled at once (a transfer UCX is moving; a split
  * single-copy receive whose sender may still write into it) is waited for,
  * up to 2 x P2P_PEER_TIMEOUT_MS + 1 s. Past that deadline (a stopped or

@@ -218,9 +218,11 @@ private:
     /** Periodic runs: drop the messages that reached a retired
      *  communicator after its destroy drained them (peers that had not
      *  seen its goodbye yet still sent), for each id no communicator
-     *  holds now; they stayed in UCX's unexpected queue until the
-     *  context went (UCX warned for each then), or until another
-     *  communicator with that id was destroyed. Worker lock held. */
+     *  holds now, for 4 x P2P_PEER_TIMEOUT_MS after the destroy (each
+     *  probe walks UCX's unexpected queue); they stayed in UCX's
+     *  unexpected queue until the context went (UCX warned for each
+     *  then), or until another communicator with that id was destroyed.
+     *  Worker lock held. */
     void drop_late_messages() noexcept;
     /** Close by force the endpoints of those goodbyes whose flush ended
      *  (the goodbye left) or whose P2P_PEER_TIMEOUT_MS passed: closed
@@ -305,6 +307,10 @@ private:
         uint32_t gen = 0;
         uint32_t rank = 0;  // ours there
         std::vector<UnnamedPeer> unnamed;
+        // drop_late_messages looks for its messages until then: late
+        // senders stop once our goodbye (or its answer to their hello)
+        // reached them, well within this.
+        int64_t drop_until_ns = 0;
     };
     std::array<Gone, kMaxComms> gone_{};
     // Hellos for them to answer after the progress call: {id, gen, rank},
@@ -312,6 +318,7 @@ private:
     static constexpr size_t kGoneAnswers = 64;
     std::array<Note, kGoneAnswers> answers_{};
     size_t answers_count_ = 0;
+    size_t dropping_ = 0;  // gone_ entries drop_late_messages still looks at
     // Endpoints of goodbyes said for them, flushing (close_gone_eps).
     struct GoneEp {
         ucp_ep_h ep;

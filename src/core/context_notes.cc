@@ -130,6 +130,8 @@ void Context::retire_comm_locked(unsigned comm_id, uint32_t gen, uint32_t rank,
     g.gen = gen;
     g.rank = rank;
     g.unnamed = std::move(unnamed);  // frees the previous generation's
+    if (g.drop_until_ns == 0) ++dropping_;  // not still looking for the last one's
+    g.drop_until_ns = now_ns() + 4 * int64_t(settings_.peer_timeout_ms) * 1000000;
 }
 
 size_t Context::drop_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask) noexcept {
@@ -146,7 +148,7 @@ size_t Context::drop_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask
 }
 
 void Context::drop_late_messages() noexcept {
-    if (!periodic_run_) return;
+    if (!periodic_run_ || dropping_ == 0) return;
     // Ids in use or reserved by a creation under way are skipped: their
     // new communicator's messages (another generation, but for the
     // wrap-around rule of next_comm_gen) may be arriving already.
@@ -155,8 +157,15 @@ void Context::drop_late_messages() noexcept {
         std::lock_guard<std::mutex> lock(ids_mu_);  // a leaf lock
         for (size_t i = 0; i < busy.size(); ++i) busy[i] = used_ids_[i] | reserved_ids_[i];
     }
+    const int64_t now = now_ns();
     for (unsigned id = 0; id < gone_.size(); ++id) {
-        const Gone &g = gone_[id];
+        Gone &g = gone_[id];
+        if (g.drop_until_ns == 0) continue;  // never retired, or done looking
+        if (now > g.drop_until_ns) {
+            g.drop_until_ns = 0;
+            --dropping_;
+            continue;
+        }
         if (!g.valid || notes_[id] || (busy[id / 8] >> (id % 8)) & 1u) continue;
         const size_t n = drop_unexpected(worker_.get(), comm_tag_base(id, g.gen),
                                          kCommGenMask);

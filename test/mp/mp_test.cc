@@ -205,7 +205,8 @@ TEST_P(MpTest, MessagesReachingADestroyedCommunicatorAreDropped2Ranks) {
     s.args = {"gone-late"};
     s.env = {"P2P_LOG_LEVEL=debug"};
     const std::string out = expect_pass(s, "gone-late ok");
-    EXPECT_EQ(1u, count(out, "messages that came after it was destroyed")) << out;
+    // One periodic run may take them all, or two part of them each.
+    EXPECT_LE(1u, count(out, "messages that came after it was destroyed")) << out;
     EXPECT_EQ(0u, count(out, "was not matched")) << out;
 }
 
