@@ -32,7 +32,7 @@ const char kUsage[] =
     "  --sysfs DIR          read RoCE GIDs from DIR instead of\n"
     "                       /sys/class/infiniband (none with --topology)\n"
     "  --no-ucx             do not start UCX (to list its transports, and to\n"
-    "                       check the P2P_* values with a context)\n"
+    "                       check the context's P2P_* values with a context)\n"
     "  --no-config          do not print (nor check) the P2P_* configuration\n"
     "  -h, --help           this text\n"
     "Exit status: 0 ok, 1 runtime failure, 2 bad arguments.\n";
@@ -133,9 +133,9 @@ long env_local_size() {
 }
 
 /** Whether p2p_context_create takes the P2P_* values as they are (it
- *  reads and checks those of the context; its error log names a refused
- *  one): printing them checks nothing. A context starts UCX: not with
- *  --no-ucx. */
+ *  reads and checks those of the context, not the bootstrap's; its error
+ *  log names a refused one): printing them checks nothing. A context
+ *  starts UCX: not with --no-ucx. */
 void check_values(const Options &o, int *exit_code) {
     if (!o.ucx) {
         std::printf("# values not checked (--no-ucx: checking starts a context)\n");
@@ -146,7 +146,8 @@ void check_values(const Options &o, int *exit_code) {
     const p2p_status_t st = p2p_context_create(nullptr, &ctx);
     if (st == P2P_OK) {
         p2p_context_destroy(ctx);
-        std::printf("# values accepted by p2p_context_create\n");
+        std::printf("# values accepted by p2p_context_create (it checks the context's "
+                    "settings; p2p_bootstrap_create checks the bootstrap's)\n");
     } else if (st == P2P_ERR_INVALID_PARAM) {
         std::printf("# values refused by p2p_context_create: %s (its error above "
                     "names the variable)\n", p2p_status_string(st));
