@@ -170,7 +170,7 @@ private:
     // Consumer side: pops under pop_mu_, core/lock.h's Mutex (one locked
     // instruction per lock and unlock uncontended: 13 instructions per pop
     // where glibc's pthread mutex and its wrappers took 71, two pops per
-    // 8 B ping-pong round trip; docs/PERFORMANCE.md, 2026-11-29 05:30).
+    // 8 B ping-pong round trip; docs/PERFORMANCE.md, 2026-11-29 05:25).
     // Sleeping waiters use mu_ and cv_: a std::mutex
     // and std::condition_variable, as condition_variable_any (which a
     // custom mutex needs) added ~6 us to every blocking wait's wake-up (8 B
