@@ -134,15 +134,15 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     s.spin_busy_us = static_cast<uint32_t>(v);
     if (mask & P2P_CONFIG_FIELD_PEER_TIMEOUT_MS) {
         v = config->peer_timeout_ms;
+        if (v < 10 || v > kMaxPeerTimeoutMs) {
+            P2P_LOG(P2P_LOG_ERROR, "context: peer timeout %llu ms outside [10, %llu]",
+                    static_cast<unsigned long long>(v),
+                    static_cast<unsigned long long>(kMaxPeerTimeoutMs));
+            return P2P_ERR_INVALID_PARAM;
+        }
     } else if ((st = config_get_u64("P2P_PEER_TIMEOUT_MS", kMaxPeerTimeoutMs,
                                     &v, 10)) != P2P_OK) {
-        return st;
-    }
-    if (v < 10 || v > kMaxPeerTimeoutMs) {
-        P2P_LOG(P2P_LOG_ERROR, "context: peer timeout %llu ms outside [10, %llu]",
-                static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(kMaxPeerTimeoutMs));
-        return P2P_ERR_INVALID_PARAM;
+        return st;  // the same range, checked and logged there
     }
     s.peer_timeout_ms = static_cast<uint32_t>(v);
     if (mask & P2P_CONFIG_FIELD_LOG_LEVEL) {

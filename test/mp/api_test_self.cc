@@ -282,20 +282,18 @@ INSTANTIATE_TEST_SUITE_P(Modes, SelfSendSizes, apitest::all_modes(), apitest::mo
 // (docs/WIREUP.md): a value the multi-rank bootstraps refuse (0, not a
 // number) used to make p2p_comm_create fail with INVALID_PARAM there,
 // after p2p_bootstrap_create had succeeded.
-TEST(ApiSelf, SingleProcessIgnoresTheBootstrapTimeout) {
+// ApiFixture's open/close, called per value (SetUp opens nothing: the
+// variable is set first).
+class ApiSelfTimeout : public ApiFixture {
+protected:
+    void SetUp() override {}
+};
+
+TEST_F(ApiSelfTimeout, SingleProcessIgnoresTheBootstrapTimeout) {
     for (const char *v : {"0", "x"}) {
         SCOPED_TRACE(v);
         EnvGuard env("P2P_BOOTSTRAP_TIMEOUT_MS", v);
-        p2p_context_h ctx = nullptr;
-        p2p_bootstrap_h bs = nullptr;
-        p2p_comm_h comm = nullptr;
-        ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
-        ASSERT_EQ(P2P_OK, p2p_bootstrap_create(P2P_BOOTSTRAP_SINGLE, &bs));
-        EXPECT_EQ(P2P_OK, p2p_comm_create(ctx, bs, &comm));
-        if (comm != nullptr) {
-            EXPECT_EQ(P2P_OK, p2p_comm_destroy(comm));
-        }
-        EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
-        EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+        open(nullptr);  // comm_create with the variable set
+        close();
     }
 }
