@@ -16,6 +16,8 @@
 #include <cstring>
 #include <new>
 
+#include <sched.h>
+
 using namespace ucxp2p;
 using namespace ucxp2p::api;
 
@@ -334,8 +336,15 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
             // hand-off to the progress thread) if nobody else is -- when
             // this queue awaits something; without a progress thread
             // (P2P_THREAD_SERIALIZED) always, as nothing else progresses.
-            Progress &pr = c->comm->context().progress();
+            Context &ctx = c->comm->context();
+            Progress &pr = ctx.progress();
             if (q.pending() != 0 || pr.serialized()) pr.try_progress_from_user();
+            // Peers read payloads from our tcp server (core/tcp_bulk.h): its
+            // thread woken by a request would wait for a caller spinning
+            // here on its core (ranks pinned to one each) to use up its
+            // turn -- a millisecond or more per message. An empty poll
+            // lets it run first (returns at once when nothing waits).
+            if (__builtin_expect(ctx.bulk_serving(), 0) && q.empty()) sched_yield();
         }
         *count_p = q.pop(entries, max);
         return P2P_OK;

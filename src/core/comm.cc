@@ -2,6 +2,7 @@
 #include "core/comm_wireup.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/tcp_bulk_config.h"
 #include "wireup/bootstrap.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@ namespace ucxp2p {
 void orphan_done(Op *op, void *request) {
     ucp_request_free(request);
     Context *ctx = op->mem->ctx;
+    if (op->offered) ctx->bulk_withdraw(op->seq);
     if (op->abandoned) ctx->forget_orphan(op);  // if watched (context_orphans.cc)
     op->mem->release();  // deregistration stops saying "busy"
     if (!op->abandoned) ctx->progress().op_completed();  // else counted then
@@ -113,9 +115,19 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         P2P_LOG(P2P_LOG_INFO, "comm: single copy off: UCX moves CUDA memory here");
         host.enabled = 0;
     }
+    // Large messages to peers UCX reaches over tcp (core/tcp_bulk.h): a
+    // server of ours, published; port 0 when off (single copy's CPU reads
+    // rule out UCX-moved CUDA memory here too).
+    tcpb::Address bulk{};
+    if (tcpb::scope() != 0 && !ctx->ucx_cuda() && c->size_ > 1) {
+        if (tcpb::Server *srv = ctx->bulk_server()) {
+            bulk = srv->address();
+            bulk.reserved = tcpb::scope();
+        }
+    }
     const int64_t t0 = now_ns();
     Wireup w;
-    p2p_status_t st = comm_wireup(*ctx, bs, c->rank_, c->size_, host, &w);
+    p2p_status_t st = comm_wireup(*ctx, bs, c->rank_, c->size_, host, bulk, &w);
     if (st != P2P_OK) return st;
     const std::vector<cma::Identity> &hosts = w.hosts;
     c->addrs_ = std::move(w.addrs);
@@ -138,7 +150,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->watched_.reserve(c->size_);
     c->closing_.reserve(c->size_);
     c->flushing_.reserve(c->size_);  // one per peer: pushed inside callbacks
-    uint32_t ncma = 0;
+    uint32_t ncma = 0, ntcp = 0;
     for (uint32_t r = 0; r < c->size_; ++r) {
         c->refs_[r].comm = c.get();
         c->refs_[r].rank = r;
@@ -148,6 +160,17 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->peers_[r].epoch_fd = hosts[r].epoch_fd;
         c->peers_[r].epoch_ino = hosts[r].epoch_ino;
         ncma += c->peers_[r].cma ? 1 : 0;
+        // Both sides decide alike: same scope bits, same host test.
+        const bool same_host =
+            std::memcmp(hosts[r].boot_id, hosts[c->rank_].boot_id, sizeof(host.boot_id)) == 0;
+        const uint32_t want = same_host ? tcpb::kSameHost : tcpb::kOtherHosts;
+        if (!c->peers_[r].cma && r != c->rank_ && bulk.port != 0 && w.bulk[r].port != 0 &&
+            (bulk.reserved & w.bulk[r].reserved & want) != 0) {
+            c->peers_[r].cma = c->peers_[r].tcp = true;
+            c->peers_[r].bulk.reset(new tcpb::Client(w.bulk[r], same_host, tcpb::lanes(),
+                                                     static_cast<int>(ctx->settings().peer_timeout_ms)));
+            ++ntcp;
+        }
     }
     if (ctx->settings().thread_mode == P2P_THREAD_SERIALIZED) {
         c->cq_[0].disable_lock();  // one call at a time (p2p_thread_mode_t)
@@ -158,8 +181,14 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->cma_thresh_ = automatic ? PathChooser::kMinBytes : cma::threshold();
     c->mapped_thresh_ = cma::mapped_threshold();
     c->split_thresh_ = cma::split_threshold();
+    c->tcp_thresh_ = tcpb::threshold();
     for (uint32_t r = 0; automatic && r < c->size_; ++r) {
-        if (c->peers_[r].cma) c->peers_[r].chooser.reset(new PathChooser());
+        if (c->peers_[r].cma && !c->peers_[r].tcp) c->peers_[r].chooser.reset(new PathChooser());
+    }
+    if (ntcp > 0) {
+        P2P_LOG(P2P_LOG_DEBUG, "comm %u: payloads of %zu bytes or more to %u peers "
+                "read over tcp, %u connections each", c->id_, c->tcp_thresh_, ntcp,
+                tcpb::lanes());
     }
     if (ncma > 0 && automatic) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: single copy to %u same-host peers "

@@ -21,6 +21,7 @@
 #include "core/path_choice.h"
 #include "core/send_small.h"
 #include "core/shm_region.h"
+#include "core/tcp_bulk.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -149,7 +150,8 @@ private:
         // that left or failed wants nothing written into its memory now.
         std::atomic<bool> gone{false};
         bool ep_error = false;  // UCX reported its endpoint failed
-        bool cma = false;       // same host: single copy possible
+        bool cma = false;       // same host or tcp bulk: single copy possible
+        bool tcp = false;       // ... with the payload read over tcp (bulk)
         bool cma_off = false;   // the peer answered FALLBACK once
         bool cma_refused = false;  // we could not read the peer once
         bool cma_write_off = false;  // we could not write the peer once
@@ -170,6 +172,9 @@ private:
                                 // (pinned by copies reading them unlocked)
         // P2P_CMA_THRESH=auto and single copy possible: the path per size.
         std::unique_ptr<PathChooser> chooser;
+        // tcp: reads its payloads (core/tcp_bulk.h); set at create, used
+        // by copies outside the worker lock, which shutdown waits for.
+        std::unique_ptr<tcpb::Client> bulk;
     };
 
     Comm() = default;
@@ -231,7 +236,8 @@ private:
      *  it does unless the chooser says otherwise (wants_single_copy). */
     bool may_single_copy(const Peer &p, const PostItem &it) const {
         return p.cma && !p.cma_off &&
-               it.length >= (it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_);
+               it.length >= (p.tcp ? tcp_thresh_
+                             : it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_);
     }
     /** Whether the send of op goes single copy; for a size chosen at run
      *  time (P2P_CMA_THRESH=auto) the chooser picks, and op is marked for
@@ -357,6 +363,7 @@ private:
         if (op->chosen != 0) {
             report_choice(op, ps == P2P_OK);
         }
+        if (__builtin_expect(op->offered, 0)) ctx_->bulk_withdraw(op->seq);
         op->mem->release();
         ctx_->progress().op_completed();
         cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
@@ -390,6 +397,11 @@ private:
      *  the deferred hook; worker lock held. */
     void write_due_tails();
     static cma::ReadResult write_tail(Op *op, int *err);  // the write itself
+    /** Read bytes [off, off + len) of op's message (op->rts) into its
+     *  buffer: from a tcp peer's server, else cma::copy_in (base, epochs:
+     *  see there). Lock held or not. */
+    static cma::ReadResult pull(Op *op, const uint8_t *base, const uint8_t *epochs,
+                                uint64_t off, uint64_t len, int *err);
     void queue_copy(Op *op, Op::CopyKind kind);  // hand op's copy to Progress
     /** A copy into [dst, dst + len) would overwrite where another posted
      *  receive from a same-host peer takes its single-copy request (the
@@ -478,6 +490,7 @@ private:
     size_t cma_thresh_ = SIZE_MAX;   // auto: PathChooser::kMinBytes
     size_t mapped_thresh_ = SIZE_MAX;
     size_t split_thresh_ = SIZE_MAX;
+    size_t tcp_thresh_ = SIZE_MAX;   // P2P_TCP_BULK_THRESH
     bool id_claimed_ = false;
     std::vector<std::vector<uint8_t>> addrs_;
     std::unique_ptr<Peer[]> peers_;

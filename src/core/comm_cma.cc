@@ -182,8 +182,9 @@ void Comm::conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err
         return;
     case cma::ReadResult::NOT_ALLOWED:
         if (!peers_[src].cma_refused) {
-            P2P_LOG(P2P_LOG_INFO, "comm %u: cannot read rank %u's memory (%s); "
-                    "it sends through UCX instead", id_, src, std::strerror(err));
+            P2P_LOG(P2P_LOG_INFO, "comm %u: cannot read rank %u's %s (%s); "
+                    "it sends through UCX instead", id_, src,
+                    peers_[src].tcp ? "payloads over tcp" : "memory", std::strerror(err));
         }
         peers_[src].cma_refused = true;
         send_ack(src, rts.seq, cma::ACK_FALLBACK);
@@ -362,7 +363,8 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     }
     // A shareable buffer is copied with memcpy through the receiver's
     // mapping, faster than either side's system call: no split then.
-    op->split = (it.length >= split_thresh_ && !peers_[it.peer].cma_write_off &&
+    const bool tcp = peers_[it.peer].tcp;
+    op->split = (!tcp && it.length >= split_thresh_ && !peers_[it.peer].cma_write_off &&
                  op->mem->shm_fd < 0)
                     ? cma::split_offset(it.length) : 0;
     cma::Rts rts;
@@ -371,12 +373,17 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     rts.addr = reinterpret_cast<uint64_t>(it.buffer);
     rts.length = it.length;
     rts.split = op->split;
-    rts.region_fd = op->mem->shm_fd;
+    rts.region_fd = tcp ? -1 : op->mem->shm_fd;  // another host cannot map it
     rts.reserved = 0;
     rts.region_ino = op->mem->shm_ino;
     rts.region_off = reinterpret_cast<uintptr_t>(it.buffer) - op->mem->base;
     rts.region_len = op->mem->length;
     cma::stamp_epoch(&rts, op->seq);
+    if (tcp) {
+        // Readable on our server until the send ends (report, orphan_done).
+        ctx_->bulk_server()->offer(op->seq, it.buffer, it.length);
+        op->offered = true;
+    }
     ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id, KIND_RTS), rts);
     if (st != UCS_OK) {
         op->rts_status = st;

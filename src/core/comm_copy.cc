@@ -55,16 +55,19 @@ bool Comm::read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err)
     const cma::Rts &rts = op->rts;
     const uint8_t *base = nullptr, *epochs = nullptr;
     *err = 0;
-    if (!read_source(peer, rts, &base, &epochs, r)) {
+    const bool tcp = peers_[peer].tcp;  // no mapping, no pid: its server
+    if (!tcp && !read_source(peer, rts, &base, &epochs, r)) {
         return false;  // answered without reading (*r: withdrawn)
     }
     uint64_t off = 0, len = 0;
     read_span(kind, rts, &off, &len);
-    if (len < kUnlockedCopyMin || shut_.load(std::memory_order_relaxed) ||
+    // A tcp read waits on the network: never under the lock but where it
+    // must (shutdown, a receive overlapping), each step bounded by the
+    // peer timeout.
+    if ((len < kUnlockedCopyMin && !tcp) || shut_.load(std::memory_order_relaxed) ||
         lands_on_a_receive(op, static_cast<const uint8_t *>(op->buffer) + off, len)) {
         // Shut down: its wait for copies is over or under way.
-        *r = cma::copy_in(static_cast<pid_t>(peers_[peer].pid), rts, base, epochs, off,
-                          len, op->buffer, err);
+        *r = pull(op, base, epochs, off, len, err);
         return false;
     }
     op->copy_src = base;
@@ -205,6 +208,16 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
     ctx_->progress().copy_due_locked(&op->job);
 }
 
+cma::ReadResult Comm::pull(Op *op, const uint8_t *base, const uint8_t *epochs,
+                           uint64_t off, uint64_t len, int *err) {
+    const Peer &p = op->comm->peers_[op->entry.peer];
+    if (p.tcp) {
+        return p.bulk->read(op->rts.seq, op->rts.addr, off, len, op->buffer, err);
+    }
+    return cma::copy_in(static_cast<pid_t>(p.pid), op->rts, base, epochs, off, len,
+                        op->buffer, err);
+}
+
 cma::ReadResult Comm::write_tail(Op *op, int *err) {
     // A receiver that left (its goodbye) or failed has given up on the
     // receive (its shutdown completed it): write nothing into its memory,
@@ -228,9 +241,7 @@ void Comm::copy_job_run(CopyJob *j) {
     } else {
         uint64_t off = 0, len = 0;
         read_span(op->copy, op->rts, &off, &len);
-        op->copy_result = cma::copy_in(
-            static_cast<pid_t>(op->comm->peers_[op->entry.peer].pid), op->rts,
-            op->copy_src, op->copy_epochs, off, len, op->buffer, &err);
+        op->copy_result = pull(op, op->copy_src, op->copy_epochs, off, len, &err);
     }
     op->copy_err = err;
 }

@@ -185,6 +185,10 @@ void Comm::abandon_op(Op *op, p2p_status_t st) {
     if (op->is_send && op->stage != Op::PLAIN) {
         cma::bump_epoch(op->seq);  // its buffer may be reused: no more reads
     }
+    if (op->offered) {
+        ctx_->bulk_withdraw(op->seq);  // nor over tcp
+        op->offered = false;
+    }
     if (op->chosen != 0) report_choice(op, false);
     unlink(op);
     op->abandoned = true;

@@ -20,7 +20,8 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 5;  // 4: the ids' generations; 5: flags
+constexpr uint32_t kBlobVersion = 6;  // 4: the ids' generations; 5: flags;
+                                      // 6: tcp bulk server
 
 /** BlobHeader::flags */
 constexpr uint32_t kIdsContended = 1;  // another create held ids here
@@ -33,6 +34,7 @@ struct BlobHeader {
     Context::CommIdSet free_ids;
     Context::CommIdGens id_gens;  // each id's last generation on this rank
     cma::Identity host;
+    tcpb::Address bulk;
     uint32_t addr_len;
 };
 
@@ -92,6 +94,7 @@ p2p_status_t unpack(std::vector<std::vector<uint8_t>> &all, uint32_t size,
     }
     heads->resize(size);
     out->hosts.resize(size);
+    out->bulk.resize(size);
     out->addrs.resize(size);
     for (uint32_t r = 0; r < size; ++r) {
         BlobHeader rh;
@@ -115,6 +118,7 @@ p2p_status_t unpack(std::vector<std::vector<uint8_t>> &all, uint32_t size,
         }
         (*heads)[r] = rh;
         out->hosts[r] = rh.host;
+        out->bulk[r] = rh.bulk;
         out->addrs[r].assign(all[r].begin() + sizeof(rh), all[r].end());
     }
     return P2P_OK;
@@ -123,7 +127,8 @@ p2p_status_t unpack(std::vector<std::vector<uint8_t>> &all, uint32_t size,
 } // namespace
 
 p2p_status_t comm_wireup(Context &ctx, Bootstrap &bs, uint32_t rank, uint32_t size,
-                         const cma::Identity &host, Wireup *out) {
+                         const cma::Identity &host, const tcpb::Address &bulk,
+                         Wireup *out) {
     // The bound on rounds while other creates on a rank's context hold ids.
     // One rank (the single bootstrap) waits for nobody and ignores the
     // variable (docs/WIREUP.md); other bootstraps checked it already.
@@ -143,6 +148,7 @@ p2p_status_t comm_wireup(Context &ctx, Bootstrap &bs, uint32_t rank, uint32_t si
         h.flags = (contended ? kIdsContended : 0) |
                   (round > 0 && now_ns() > give_up_ns ? kOutOfTime : 0);
         h.host = host;
+        h.bulk = bulk;
         h.addr_len = static_cast<uint32_t>(addr.length());
         std::vector<uint8_t> mine(sizeof(h) + addr.length());
         std::memcpy(mine.data(), &h, sizeof(h));

@@ -19,6 +19,7 @@
 
 #include "core/cma.h"
 #include "core/context.h"
+#include "core/tcp_bulk.h"
 
 #include <ucxp2p/p2p.h>
 
@@ -32,6 +33,7 @@ class Bootstrap;
 /** What the exchange agreed on. */
 struct Wireup {
     std::vector<cma::Identity> hosts;          // each rank's host identity
+    std::vector<tcpb::Address> bulk;           // each rank's tcp bulk server
     std::vector<std::vector<uint8_t>> addrs;   // each rank's worker address
     unsigned id = 0;                           // claimed on this context
     uint32_t gen = 0;                          // the id's generation
@@ -41,14 +43,16 @@ struct Wireup {
 /**
  * Exchange with every rank of bs (rank `rank` of `size`, already checked)
  * and claim the agreed id on ctx (the caller releases it). host: this
- * rank's identity as the peers should see it.
+ * rank's identity as the peers should see it; bulk: its tcp bulk server
+ * (port 0: none).
  * Errors: P2P_ERR_BOOTSTRAP (exchange failed, malformed or other-version
  * blob), P2P_ERR_BUSY (no id free on every rank, also after other creates
  * on a rank held them for P2P_BOOTSTRAP_TIMEOUT_MS), P2P_ERR_INVALID_PARAM
  * (bad P2P_BOOTSTRAP_TIMEOUT_MS), P2P_ERR_TIMEOUT, P2P_ERR_NO_MEMORY.
  */
 p2p_status_t comm_wireup(Context &ctx, Bootstrap &bs, uint32_t rank, uint32_t size,
-                         const cma::Identity &host, Wireup *out);
+                         const cma::Identity &host, const tcpb::Address &bulk,
+                         Wireup *out);
 
 } // namespace ucxp2p
 

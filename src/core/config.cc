@@ -161,6 +161,20 @@ const ConfigVar kTable[] = {
      "ranks: the receiver reads the first half while the sender writes the "
      "second (process_vm_writev), so two cores copy; 0: the receiver copies "
      "everything."},
+    {"P2P_TCP_BULK", "auto",
+     "Large messages to a peer UCX reaches over tcp (not one P2P_CMA "
+     "serves): the receiver reads the payload from the sender on sockets of "
+     "ucxp2p's own, straight into its buffer, under the same rendezvous as "
+     "single copy (UCX with peer error handling moves tcp rendezvous "
+     "through one lane and an extra copy). auto: on when UCX_TLS allows tcp "
+     "and either allows no rdma transport or the host has no RDMA device, "
+     "and UCX does not move CUDA memory; on; off (UCX moves every byte). "
+     "Both ranks must have it on; a failed connection falls back to UCX."},
+    {"P2P_TCP_BULK_THRESH", "262144",
+     "Smallest message, in bytes, sent on the P2P_TCP_BULK path."},
+    {"P2P_TCP_BULK_LANES", "2",
+     "Connections a P2P_TCP_BULK message is split over (1-16): one "
+     "connection is bound by one core's copy."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

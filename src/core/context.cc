@@ -5,6 +5,8 @@
 #include "core/memtype.h"
 #include "core/rails.h"
 #include "core/status.h"
+#include "core/tcp_bulk.h"
+#include "core/tcp_bulk_config.h"
 #include "core/ucx_tls.h"
 #include "core/ucx_user.h"
 
@@ -111,7 +113,8 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     if ((st = env_on_off("P2P_LOCK_BIAS", &s.lock_bias)) != P2P_OK ||
         (st = env_on_off("P2P_CLOSE_HANDSHAKE", &s.close_handshake)) != P2P_OK ||
         (st = env_on_off("P2P_CUDA_STAGING", &s.cuda_staging)) != P2P_OK ||
-        (st = cma::check_settings()) != P2P_OK) {
+        (st = cma::check_settings()) != P2P_OK ||
+        (st = tcpb::check_settings()) != P2P_OK) {
         return st;
     }
     uint64_t v;
@@ -293,6 +296,33 @@ Context::~Context() {
     if (n != 0) {
         P2P_LOG(P2P_LOG_DEBUG, "context: dropped %zu messages nobody received", n);
     }
+}
+
+tcpb::Server *Context::bulk_server() {
+    std::lock_guard<std::mutex> lock(bulk_mu_);
+    if (!bulk_tried_) {
+        bulk_tried_ = true;
+        int err = 0;
+        bulk_owner_ = tcpb::Server::start(static_cast<int>(settings_.peer_timeout_ms), &err);
+        if (bulk_owner_) {
+            P2P_LOG(P2P_LOG_DEBUG, "context: tcp bulk server on port %u",
+                    static_cast<unsigned>(bulk_owner_->address().port));
+        } else {
+            P2P_LOG(P2P_LOG_INFO, "context: no tcp bulk server (%s); large "
+                    "messages over tcp go through UCX", std::strerror(err));
+        }
+        bulk_.store(bulk_owner_.get(), std::memory_order_release);
+    }
+    return bulk_owner_.get();
+}
+
+void Context::bulk_withdraw(uint32_t seq) {
+    if (tcpb::Server *s = bulk_.load(std::memory_order_acquire)) s->withdraw(seq);
+}
+
+bool Context::bulk_serving() const {
+    const tcpb::Server *s = bulk_.load(std::memory_order_acquire);
+    return s != nullptr && s->serving();
 }
 
 void Context::keep_until_worker_gone(void *p, void (*free)(void *)) noexcept {

@@ -23,6 +23,9 @@
 namespace ucxp2p {
 
 struct Op;
+namespace tcpb {
+class Server;
+}
 
 struct ContextSettings {
     p2p_progress_mode_t progress_mode;
@@ -70,6 +73,16 @@ public:
     /** UCX can move CUDA memory (ucp_context_query's memory types): device
      *  registrations are accepted, and single copy is off (core/memtype.h). */
     bool ucx_cuda() const { return ucx_cuda_; }
+    /** This context's tcp bulk Server (core/tcp_bulk.h), started by the
+     *  first communicator that asks; nullptr when it cannot start (logged
+     *  once, not retried). Any thread, no lock held. */
+    tcpb::Server *bulk_server();
+    /** End send seq's offer on the Server, if one runs (core/tcp_bulk.h).
+     *  Any thread. */
+    void bulk_withdraw(uint32_t seq);
+    /** The tcp bulk Server has clients (a hint): a request may wake one
+     *  of its threads any moment. */
+    bool bulk_serving() const;
 
     /** Communicator ids not in use here (bit i set: id i free), and the
      *  generation each id had last here (0 if never used). */
@@ -280,6 +293,11 @@ private:
         uint32_t pid;
     };
     std::vector<WatchedOrphan> watched_orphans_;
+    // Before the worker: operations its destroy cancels withdraw offers.
+    std::mutex bulk_mu_;
+    std::unique_ptr<tcpb::Server> bulk_owner_;  // bulk_mu_
+    bool bulk_tried_ = false;                   // bulk_mu_
+    std::atomic<tcpb::Server *> bulk_{nullptr};
     UcpContext ucp_;
     UcpWorker worker_;
     UcpAddress address_;

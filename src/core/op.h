@@ -67,6 +67,7 @@ struct Op {
     bool cancel_asked = false;   // Comm::cancel_receives' slow path
     bool abandoned = false;      // completed by Comm::abandon_op; UCX holds it
     bool peer_lost = false;      // cancel_waits_from: an error ends it as a peer failure
+    bool offered = false;        // a send on the tcp bulk server (core/tcp_bulk.h)
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
     uint64_t post_tag = 0;

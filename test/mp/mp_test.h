@@ -63,6 +63,7 @@ struct RunSpec {
     std::vector<std::string> args;     // after "mp_rank"
     std::vector<std::string> env;      // extra -x NAME=VALUE
     bool keep_going = false;
+    std::vector<std::string> wrap;     // runs mp_rank (e.g. sh -c '...')
 };
 
 class MpTest : public ::testing::TestWithParam<Transport> {
@@ -89,6 +90,7 @@ protected:
             argv.push_back(e);
         }
         argv.push_back("--");
+        argv.insert(argv.end(), s.wrap.begin(), s.wrap.end());
         argv.push_back(mp_rank_path());
         argv.insert(argv.end(), s.args.begin(), s.args.end());
         return argv;

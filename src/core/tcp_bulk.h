@@ -1,0 +1,143 @@
+/*
+ * Large payloads between hosts that UCX reaches over tcp, moved on sockets
+ * of our own (P2P_TCP_BULK).
+ *
+ * Why: endpoints are created with peer error handling (a dead peer's
+ * operations must complete), and UCX 1.13 then moves a tcp rendezvous
+ * through one active-message lane whose receiver copies every fragment out
+ * of UCX's receive segments: 0.7-0.8x of what the same UCX moves without
+ * error handling at 512 KiB - 4 MiB (docs/PERFORMANCE.md; openucx/ucx
+ * #11929). The rendezvous stays the single-copy one of core/cma.h (RTS and
+ * ACK ride the UCX endpoints, so ordering, matching, cancel and peer
+ * failure keep their rules); only the payload read changes: instead of
+ * process_vm_readv, the receiver asks the sender's Server for the bytes
+ * and reads them straight into the posted buffer, split over a few
+ * connections (one loopback or NIC connection is bound by one core's
+ * copy; UCX itself splits over two tcp devices).
+ *
+ *   receiver (Client)                         sender (Server)
+ *   HELLO {token}                  ---->      (once per connection)
+ *                                  <----      HELLO_OK
+ *   REQUEST {seq, addr, off, len}  ---->      offered? in range?
+ *                                  <----      HEADER {status, len}
+ *                                  <----      len payload bytes
+ *                                  <----      TRAILER {status}
+ *
+ * The sender offers a send's buffer (offer) before its RTS leaves, and
+ * withdraws it (withdraw) before the send completes, whichever way. The
+ * Server serves only offered bytes, and the trailer says whether the offer
+ * was withdrawn while they were written (the user may own the buffer again
+ * then: the receiver discards them, as a moved epoch does for
+ * process_vm_readv). A write from a buffer the user already unmapped fails
+ * with EFAULT in the kernel, never in our process: the rest of the part is
+ * sent as zeros and the trailer says WITHDRAWN.
+ *
+ * Threads: the Server runs one accepting thread and one thread per
+ * accepted connection (blocking I/O; a connection's requests are served in
+ * order). A Client's read runs in the caller's thread (the copy queue of
+ * core/copy_queue.h: never inside a UCX callback) and takes connections
+ * from a per-peer pool; every blocking step has a deadline.
+ *
+ * Failures: a Client read that cannot connect, is refused, times out or
+ * loses its connection returns NOT_ALLOWED: the receiver answers FALLBACK
+ * and the sender pushes the payload through UCX (core/cma.h), where a dead
+ * peer is reported by UCX's error handling as for any message.
+ */
+#ifndef UCXP2P_CORE_TCP_BULK_H
+#define UCXP2P_CORE_TCP_BULK_H
+
+#include "core/cma.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace ucxp2p {
+namespace tcpb {
+
+/** What a rank publishes at p2p_comm_create (part of the wireup blob). */
+struct Address {
+    uint32_t ipv4[4];  // network byte order; naddr of them are set
+    uint16_t port;     // host byte order; 0: this rank runs no Server
+    uint16_t naddr;
+    uint32_t reserved;
+    uint64_t token;    // a HELLO must carry it
+};
+static_assert(sizeof(Address) == 32, "wire size");
+
+class Server {
+public:
+    /** Listen on every IPv4 address, on a port the kernel picks, and start
+     *  the accepting thread. nullptr (errno in *err, logged) when the
+     *  socket or the thread cannot be made. */
+    static std::unique_ptr<Server> start(int io_timeout_ms, int *err);
+    /** Stops: closes the listener and every connection, joins every
+     *  thread. Offers still standing are dropped. */
+    ~Server();
+    Server(const Server &) = delete;
+    Server &operator=(const Server &) = delete;
+
+    /** port, token and this host's IPv4 addresses (up, not loopback, at
+     *  most 4; none when the host has only loopback). */
+    const Address &address() const;
+
+    /** Bytes [addr, addr + len) of send seq may be read until
+     *  withdraw(seq). An offer for a seq already offered replaces it. */
+    void offer(uint32_t seq, const void *addr, uint64_t len);
+    /** From now on requests for seq are answered WITHDRAWN, and a part of
+     *  it being written ends with a WITHDRAWN trailer. Never waits for I/O. */
+    void withdraw(uint32_t seq);
+
+    /** Connections accepted and still open (tests). */
+    size_t connections() const;
+
+    /** Some client is connected (a hint, one load): this process may be
+     *  asked for payloads any moment, by a thread of ours that a caller
+     *  spinning on its core delays (Context::bulk_serving). */
+    bool serving() const;
+
+    struct Impl;
+
+private:
+    explicit Server(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+class Client {
+public:
+    /** A client of the Server at peer. same_host: connect to 127.0.0.1
+     *  first. lanes: connections one read is split over (>= 1; a part is
+     *  at least kMinPart bytes). io_timeout_ms: how long a read waits
+     *  without a byte moving, and a connect, before it gives up. */
+    Client(const Address &peer, bool same_host, unsigned lanes, int io_timeout_ms);
+    /** Closes every pooled connection. No read may be running. */
+    ~Client();
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+
+    static constexpr uint64_t kMinPart = 64 * 1024;
+
+    /** Read bytes [off, off + len) of send seq, whose buffer starts at
+     *  addr in the sender, into dst + off. Any thread; concurrent reads
+     *  use different connections.
+     *  OK: all read, the offer stood throughout. CANCELLED: the offer was
+     *  withdrawn (before or during the read): dst holds garbage.
+     *  NOT_ALLOWED: no connection, refused (token), timed out or lost
+     *  (*err: errno, or EPROTO for a malformed answer): use the fallback.
+     *  FAILED: the Server refused the range (a bug: *err = EINVAL). */
+    cma::ReadResult read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
+                         void *dst, int *err);
+
+    /** Connections this client holds, idle or in use (tests). */
+    size_t connections() const;
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tcpb
+}  // namespace ucxp2p
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * The wire of core/tcp_bulk.h: the fixed-size messages a Client and a
+ * Server exchange (host byte order, little-endian: both ends run this
+ * library on the same kind of host), their magics and statuses. Internal
+ * to tcp_bulk_server.cc, tcp_bulk_client.cc and their tests.
+ */
+#ifndef UCXP2P_CORE_TCP_BULK_WIRE_H
+#define UCXP2P_CORE_TCP_BULK_WIRE_H
+
+#include <atomic>
+#include <cstdint>
+
+namespace ucxp2p {
+namespace tcpb {
+namespace wire {
+
+// One magic per message, so a stream that lost its framing is caught at
+// the next message instead of being read as lengths.
+constexpr uint32_t kHelloMagic = 0x4f4c4548u;    // "HELO"
+constexpr uint32_t kHelloOkMagic = 0x4b4f4c48u;  // "HLOK"
+constexpr uint32_t kRequestMagic = 0x51455242u;  // "BREQ"
+constexpr uint32_t kHeaderMagic = 0x52444842u;   // "BHDR"
+constexpr uint32_t kTrailerMagic = 0x4c525442u;  // "BTRL"
+constexpr uint32_t kVersion = 1;
+
+enum Status : uint32_t {
+    kOk = 0,
+    kRefused = 1,     // HEADER: the range is not inside the offer
+    kWithdrawn = 2,   // HEADER: no offer; TRAILER: withdrawn while written
+    kBadToken = 3,    // HELLO_OK
+    kBadVersion = 4,  // HELLO_OK
+    kUnavailable = 5, // HEADER: the Server lost offers (no memory): fall back
+};
+
+struct Hello {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t token;
+};
+struct HelloOk {
+    uint32_t magic;
+    uint32_t status;
+};
+struct Request {
+    uint32_t magic;
+    uint32_t seq;
+    uint64_t addr;  // the offered buffer's start in the sender
+    uint64_t off;   // of the part, from addr
+    uint64_t len;
+};
+struct Header {
+    uint32_t magic;
+    uint32_t status;
+    uint64_t len;  // payload bytes that follow (0 unless kOk)
+};
+struct Trailer {
+    uint32_t magic;
+    uint32_t status;
+};
+static_assert(sizeof(Hello) == 16 && sizeof(HelloOk) == 8 && sizeof(Request) == 32 &&
+              sizeof(Header) == 16 && sizeof(Trailer) == 8,
+              "wire sizes");
+
+/** Tests only: called by a Server's connection thread after it sent an OK
+ *  header and before the first payload byte (no lock held), with the
+ *  request's seq. nullptr (always, outside tests): nothing. */
+extern std::atomic<void (*)(uint32_t seq)> g_test_before_payload;
+
+}  // namespace wire
+}  // namespace tcpb
+}  // namespace ucxp2p
+
+#endif
