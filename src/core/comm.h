@@ -419,6 +419,7 @@ private:
      *  false (nothing done) for a send, a failure or a small receive. */
     bool defer_push(Op *op, p2p_status_t ps, size_t bytes);
     static void copy_job_run(CopyJob *j);       // no lock held
+    static void copy_job_prefetch(CopyJob *j);  // no lock held: a tcp read's requests
     static void copy_job_conclude(CopyJob *j);  // worker lock held
     /** on_cts's second half: our part was written (r, err). */
     void tail_written(Op *op, cma::ReadResult r, int err);

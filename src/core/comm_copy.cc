@@ -200,6 +200,8 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
     op->copy = kind;
     op->job.copy = copy_job_run;
     op->job.conclude = copy_job_conclude;
+    op->job.prefetch = peers_[op->entry.peer].tcp && kind == Op::COPY_WHOLE
+                           ? copy_job_prefetch : nullptr;
     ++copies_;
     op->copy_prev = nullptr;
     op->copy_next = copying_;
@@ -244,6 +246,13 @@ void Comm::copy_job_run(CopyJob *j) {
         op->copy_result = pull(op, op->copy_src, op->copy_epochs, off, len, &err);
     }
     op->copy_err = err;
+}
+
+void Comm::copy_job_prefetch(CopyJob *j) {
+    Op *op = op_of(j);
+    uint64_t off = 0, len = 0;
+    read_span(op->copy, op->rts, &off, &len);
+    op->comm->peers_[op->entry.peer].bulk->prefetch(op->rts.seq, op->rts.addr, off, len);
 }
 
 void Comm::copy_job_conclude(CopyJob *j) {

@@ -35,6 +35,9 @@ struct CopyJob {
     CopyJob *next;
     void (*copy)(CopyJob *);      // no lock held: the copy itself
     void (*conclude)(CopyJob *);  // worker lock held: act on its result
+    // No lock held, just before the job ahead of it is copied (nullptr:
+    // nothing): start what can flow meanwhile (a tcp read's requests).
+    void (*prefetch)(CopyJob *);
     std::atomic<bool> ran{false};  // copy() returned (set by run)
 };
 

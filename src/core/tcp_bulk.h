@@ -128,6 +128,13 @@ public:
     cma::ReadResult read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
                          void *dst, int *err);
 
+    /** Send the requests of a read() to come (same arguments but dst) on
+     *  connections of its own, so that its bytes flow while the caller
+     *  reads an earlier message; that read() then takes them. One read
+     *  ahead at most (a second prefetch does nothing until it is read);
+     *  a failed prefetch leaves the read to ask again. */
+    void prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len);
+
     /** Connections this client holds, idle or in use (tests). */
     size_t connections() const;
 

@@ -164,7 +164,18 @@ struct Client::Impl {
     unsigned lanes;
     int io_timeout_ms;
 
+    /** A read whose requests went out before its turn (prefetch). */
+    struct Ahead {
+        bool set = false;
+        uint32_t seq = 0;
+        uint64_t addr = 0, off = 0, len = 0;
+        unsigned k = 0;
+        tcp::Fd fds[kMaxLanes];
+        Lane lane[kMaxLanes];
+    };
+
     mutable std::mutex mu;
+    Ahead ahead;                // under mu
     std::vector<tcp::Fd> idle;  // under mu
     size_t held = 0;            // under mu: idle and in use
     bool routed = false;        // under mu: route is the address that worked
@@ -183,6 +194,9 @@ struct Client::Impl {
     bool open(tcp::Fd *out, int *err);
     bool open_at(const sockaddr_in &sa, tcp::Fd *out, int *err);
     void drive(Lane *lane, unsigned k, char *dst);
+    unsigned ask(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len, tcp::Fd *fds,
+                 Lane *lane, int *err);
+    void prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len);
     cma::ReadResult read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len, char *dst,
                          int *err);
 };
@@ -330,18 +344,16 @@ void Client::Impl::drive(Lane *lane, unsigned k, char *dst) {
     }
 }
 
-cma::ReadResult Client::Impl::read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
-                                   char *dst, int *err) {
+unsigned Client::Impl::ask(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
+                           tcp::Fd *fds, Lane *lane, int *err) {
     const unsigned want =
         static_cast<unsigned>(std::min<uint64_t>(lanes, std::max<uint64_t>(1, len / kMinPart)));
-    tcp::Fd fds[kMaxLanes];
     int e = 0;
     const unsigned k = take(want, fds, &e);
     if (k == 0) {
         *err = e;
-        return cma::ReadResult::NOT_ALLOWED;
+        return 0;
     }
-    Lane lane[kMaxLanes];
     const uint64_t base = len / k, extra = len % k;
     uint64_t at = off;
     for (unsigned i = 0; i < k; ++i) {
@@ -357,6 +369,55 @@ cma::ReadResult Client::Impl::read(uint32_t seq, uint64_t addr, uint64_t off, ui
             lane[i].lose(io_errno(io, e));
             break;  // the read fails: the other parts need not be asked for
         }
+    }
+    return k;
+}
+
+void Client::Impl::prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len) {
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ahead.set) return;  // one read ahead at most
+        ahead.set = true;       // ours to fill, outside the lock
+        ahead.seq = 0;          // no read takes it meanwhile (seqs are never 0)
+        ahead.k = 0;
+    }
+    Ahead a;
+    int err = 0;
+    a.k = ask(seq, addr, off, len, a.fds, a.lane, &err);
+    std::lock_guard<std::mutex> lock(mu);
+    ahead.seq = seq;
+    ahead.addr = addr;
+    ahead.off = off;
+    ahead.len = len;
+    ahead.k = a.k;
+    for (unsigned i = 0; i < a.k; ++i) {
+        ahead.fds[i] = std::move(a.fds[i]);
+        ahead.lane[i] = a.lane[i];
+    }
+}
+
+cma::ReadResult Client::Impl::read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
+                                   char *dst, int *err) {
+    tcp::Fd fds[kMaxLanes];
+    Lane lane[kMaxLanes];
+    unsigned k = 0;
+    bool asked = false;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (ahead.set && ahead.seq == seq && ahead.addr == addr && ahead.off == off &&
+            ahead.len == len) {
+            k = ahead.k;  // its requests went out: the answers may be here
+            for (unsigned i = 0; i < k; ++i) {
+                fds[i] = std::move(ahead.fds[i]);
+                lane[i] = ahead.lane[i];
+            }
+            ahead.set = false;
+            asked = k != 0;
+        }
+    }
+    if (!asked) {
+        k = ask(seq, addr, off, len, fds, lane, err);
+        if (k == 0) return cma::ReadResult::NOT_ALLOWED;
     }
     drive(lane, k, dst);
 
@@ -422,6 +483,10 @@ cma::ReadResult Client::read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t
         return cma::ReadResult::NOT_ALLOWED;
     }
     return impl_->read(seq, addr, off, len, static_cast<char *>(dst), err);
+}
+
+void Client::prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len) {
+    if (len != 0 && impl_) impl_->prefetch(seq, addr, off, len);
 }
 
 size_t Client::connections() const {

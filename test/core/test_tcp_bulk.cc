@@ -368,3 +368,50 @@ TEST(TcpBulk, PublishedAddressesServeAClientOfAnotherHost) {
         << std::strerror(err);
     EXPECT_TRUE(dst == src);
 }
+
+// A read asked for ahead (Client::prefetch) takes its own connections and
+// hands them to its read(); a read of another message meanwhile goes on
+// its own; a second prefetch while one waits does nothing; a prefetched
+// read of a withdrawn offer is CANCELLED; a prefetch that cannot connect
+// leaves the read to fail alone.
+TEST(TcpBulk, PrefetchedReadsTakeTheirAnswers) {
+    std::unique_ptr<Server> s = start_server();
+    ASSERT_TRUE(s);
+    const size_t n = 1 << 20;
+    std::vector<uint8_t> a = pattern(n, 11), b = pattern(n, 12), c = pattern(n, 13);
+    s->offer(1, a.data(), n);
+    s->offer(2, b.data(), n);
+    s->offer(3, c.data(), n);
+    Client cl(s->address(), true, 2, kIo);
+    int err = 0;
+    cl.prefetch(2, addr_of(b.data()), 0, n);
+    EXPECT_EQ(2u, cl.connections());
+    cl.prefetch(3, addr_of(c.data()), 0, n);  // one ahead at most
+    EXPECT_EQ(2u, cl.connections());
+    std::vector<uint8_t> dst(n, 0);
+    ASSERT_EQ(ReadResult::OK, cl.read(1, addr_of(a.data()), 0, n, dst.data(), &err))
+        << std::strerror(err);
+    EXPECT_TRUE(dst == a);
+    EXPECT_EQ(4u, cl.connections());  // the prefetch's two and the read's two
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(ReadResult::OK, cl.read(2, addr_of(b.data()), 0, n, dst.data(), &err))
+        << std::strerror(err);
+    EXPECT_TRUE(dst == b);
+    std::fill(dst.begin(), dst.end(), 0);
+    ASSERT_EQ(ReadResult::OK, cl.read(3, addr_of(c.data()), 0, n, dst.data(), &err));
+    EXPECT_TRUE(dst == c);
+    EXPECT_EQ(4u, cl.connections());  // all pooled again, none more made
+
+    s->withdraw(1);  // (a withdraw after its bytes left gives OK: they were the offer's)
+    cl.prefetch(1, addr_of(a.data()), 0, n);
+    EXPECT_EQ(ReadResult::CANCELLED, cl.read(1, addr_of(a.data()), 0, n, dst.data(), &err));
+    ASSERT_EQ(ReadResult::OK, cl.read(2, addr_of(b.data()), 0, n, dst.data(), &err));
+    EXPECT_TRUE(dst == b);
+
+    Address nobody = s->address();
+    s.reset();  // its connections end, its port is closed
+    Client gone(nobody, true, 2, 2000);
+    gone.prefetch(2, addr_of(b.data()), 0, n);
+    EXPECT_EQ(0u, gone.connections());
+    EXPECT_EQ(ReadResult::NOT_ALLOWED, gone.read(2, addr_of(b.data()), 0, n, dst.data(), &err));
+}
