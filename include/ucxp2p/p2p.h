@@ -554,8 +554,10 @@ typedef struct {
 } p2p_completion_t;
 
 /**
- * Pop up to max entries from a queue without blocking; *count_p is set to
- * the number popped (possibly 0). Entries come in completion order.
+ * Pop up to max entries from a queue without blocking (an empty poll may
+ * yield the CPU once to a library thread: README, "Large messages over
+ * tcp"); *count_p is set to the number popped (possibly 0), in completion
+ * order.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (bad queue,
  * entries/count_p NULL, max 0), P2P_ERR_NO_MEMORY (only on a thread's
  * first call into the library, for its lookup record; nothing popped).

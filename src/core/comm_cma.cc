@@ -502,7 +502,11 @@ void Comm::ack_done(Op *op, ucs_status_t st) {
 void Comm::repost_push(Op *op) {
     const bool is_send = op->stage == Op::SEND_PUSH;
     ucp_ep_h ep = nullptr;
-    if (is_send && (ep = peers_[op->entry.peer].ep) == nullptr) {
+    // A peer already failed (or left) pushes nothing and receives nothing:
+    // a receive posted now would wait for a failure report that came
+    // already (a tcp read fails this way when its sender died).
+    if (peers_[op->entry.peer].failed ||
+        (is_send && (ep = peers_[op->entry.peer].ep) == nullptr)) {
         finish(op, P2P_ERR_PEER_FAILURE, 0);
         return;
     }

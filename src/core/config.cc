@@ -166,10 +166,13 @@ const ConfigVar kTable[] = {
      "serves): the receiver reads the payload from the sender on sockets of "
      "ucxp2p's own, straight into its buffer, under the same rendezvous as "
      "single copy (UCX with peer error handling moves tcp rendezvous "
-     "through one lane and an extra copy). auto: on when UCX_TLS allows tcp "
-     "and either allows no rdma transport or the host has no RDMA device, "
-     "and UCX does not move CUDA memory; on; off (UCX moves every byte). "
-     "Both ranks must have it on; a failed connection falls back to UCX."},
+     "through one lane and an extra copy). auto: where UCX_TLS allows tcp, "
+     "for peers on other hosts when it allows no rdma transport or the host "
+     "has no RDMA device, for peers on this host when it allows no shared "
+     "memory; off where UCX moves CUDA memory or UCX_NET_DEVICES (the "
+     "user's or the rail plan's) names several tcp interfaces. on: every "
+     "peer single copy does not serve. off: UCX moves every byte. Both ranks "
+     "must want it; a failed connection falls back to UCX."},
     {"P2P_TCP_BULK_THRESH", "262144",
      "Smallest message, in bytes, sent on the P2P_TCP_BULK path."},
     {"P2P_TCP_BULK_LANES", "2",

@@ -101,6 +101,7 @@ struct RailState {
     std::unique_ptr<topo::Topology> topo;
     int numa = -1;
     LocalRank last;  // local rank the latest plan was made for
+    std::string net_devices;  // UCX_NET_DEVICES the latest plan set ("": none)
 };
 
 RailState &state() {
@@ -226,6 +227,7 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
         }
     }
     s.numa = -1;
+    s.net_devices.clear();
     if (!s.topo) {
         return P2P_OK;
     }
@@ -275,6 +277,7 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
         } else {
             P2P_LOG(P2P_LOG_DEBUG, "rails: set %s=%s", kv.first.c_str(),
                     kv.second.c_str());
+            if (kv.first == "UCX_NET_DEVICES") s.net_devices = kv.second;
         }
     }
     return P2P_OK;
@@ -284,6 +287,13 @@ LocalRank rails_local_rank() {
     RailState &s = state();
     std::lock_guard<ForkMutex> lock(s.mu);
     return s.last;
+}
+
+std::string rails_net_devices() {
+    if (const char *user = ucx_user_value("UCX_NET_DEVICES")) return user;
+    RailState &s = state();
+    std::lock_guard<ForkMutex> lock(s.mu);
+    return s.net_devices;
 }
 
 int rails_numa() {

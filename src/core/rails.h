@@ -67,6 +67,10 @@ LocalRank rails_local_rank();
 /** NUMA node of the latest plan; -1 when unknown. */
 int rails_numa();
 
+/** The network devices UCX was told to use: the user's UCX_NET_DEVICES,
+ *  else the latest plan's; "" when neither (UCX takes all). */
+std::string rails_net_devices();
+
 /**
  * Bind the calling thread to the CPUs of the plan's NUMA node, unless the
  * process is already restricted to fewer CPUs than are online (the user

@@ -5,6 +5,7 @@
 #include "core/cma.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/rails.h"
 #include "core/ucx_tls.h"
 
 #include <dirent.h>
@@ -40,6 +41,21 @@ uint64_t u64_or(const char *name, uint64_t max, uint64_t min, uint64_t fallback)
     return config_get_u64(name, max, &v, min) == P2P_OK ? v : fallback;
 }
 
+/** Network interfaces (not lo, not an RDMA port "dev:port") named in a
+ *  UCX_NET_DEVICES value. */
+unsigned tcp_devices(const std::string &list) {
+    unsigned n = 0;
+    size_t at = 0;
+    while (at <= list.size()) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos) end = list.size();
+        const std::string d = list.substr(at, end - at);
+        if (!d.empty() && d != "lo" && d.find(':') == std::string::npos) ++n;
+        at = end + 1;
+    }
+    return n;
+}
+
 }  // namespace
 
 p2p_status_t check_settings() {
@@ -63,6 +79,13 @@ uint32_t scope() {
         if (!config_is(mode, "auto")) return 0u;  // off (or malformed)
         const UcxTls tls = UcxTls::from_environment();
         if (!tls.allows("tcp")) return 0u;
+        const std::string devs = rails_net_devices();
+        if (tcp_devices(devs) > 1) {
+            // UCX stripes over those rails; our connections take one route.
+            P2P_LOG(P2P_LOG_DEBUG, "tcp bulk: off: UCX_NET_DEVICES=%s names several "
+                    "tcp rails", devs.c_str());
+            return 0u;
+        }
         uint32_t s = 0;
         if (!tls.allows_shm_am()) s |= kSameHost;
         if (!tls.allows_rdma() || !host_has_rdma_device()) s |= kOtherHosts;

@@ -22,7 +22,9 @@ p2p_status_t check_settings();
  *  single copy does not serve; auto: peers UCX reaches over tcp -- on this
  *  host when UCX_TLS allows tcp and no shared-memory transport, on other
  *  hosts when it allows tcp and either no rdma transport or the host has
- *  no RDMA device. A pair of ranks uses it where both scopes agree. */
+ *  no RDMA device; none when UCX_NET_DEVICES names several tcp interfaces
+ *  (UCX stripes over them). A pair of ranks uses it where both scopes
+ *  agree. */
 constexpr uint32_t kSameHost = 1, kOtherHosts = 2;
 uint32_t scope();
 
