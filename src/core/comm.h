@@ -175,6 +175,7 @@ private:
         // tcp: reads its payloads (core/tcp_bulk.h); set at create, used
         // by copies outside the worker lock, which shutdown waits for.
         std::unique_ptr<tcpb::Client> bulk;
+        std::atomic<bool> bulk_failed{false};  // a read failed: no more (Comm::pull)
     };
 
     Comm() = default;

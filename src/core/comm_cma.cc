@@ -181,6 +181,13 @@ void Comm::conclude_read(Op *op, const cma::Rts &rts, cma::ReadResult r, int err
         finish(op, P2P_ERR_PEER_FAILURE, 0);
         return;
     case cma::ReadResult::NOT_ALLOWED:
+        if (peers_[src].tcp && shut_.load(std::memory_order_relaxed)) {
+            // Shutting down reads nothing more (Comm::pull) and cancels
+            // what waits: no push to wait for either. The sender's wait for
+            // our answer ends with our goodbye.
+            finish(op, P2P_ERR_CANCELED, 0);
+            return;
+        }
         if (!peers_[src].cma_refused) {
             P2P_LOG(P2P_LOG_INFO, "comm %u: cannot read rank %u's %s (%s); "
                     "it sends through UCX instead", id_, src,

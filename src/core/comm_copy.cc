@@ -22,6 +22,7 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 
 #include <sched.h>
@@ -202,6 +203,15 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
     op->job.conclude = copy_job_conclude;
     op->job.prefetch = peers_[op->entry.peer].tcp && kind == Op::COPY_WHOLE
                            ? copy_job_prefetch : nullptr;
+    uint64_t off = 0, len = 0;
+    if (kind == Op::COPY_PUSH) {
+        len = op->copy_bytes;
+    } else if (kind == Op::COPY_TAIL) {
+        len = op->length - op->split;
+    } else {
+        read_span(kind, op->rts, &off, &len);
+    }
+    op->job.bytes = len;
     ++copies_;
     op->copy_prev = nullptr;
     op->copy_next = copying_;
@@ -212,9 +222,24 @@ void Comm::queue_copy(Op *op, Op::CopyKind kind) {
 
 cma::ReadResult Comm::pull(Op *op, const uint8_t *base, const uint8_t *epochs,
                            uint64_t off, uint64_t len, int *err) {
-    const Peer &p = op->comm->peers_[op->entry.peer];
+    Peer &p = op->comm->peers_[op->entry.peer];
     if (p.tcp) {
-        return p.bulk->read(op->rts.seq, op->rts.addr, off, len, op->buffer, err);
+        // A read blocks its caller's progress until bytes come or the peer
+        // timeout passes. After one failed (a stalled or dead sender; the
+        // sender stops using the path on our FALLBACK), the reads of what it
+        // sent meanwhile fall back at once instead of waiting in turn; a
+        // shutdown reads nothing more either (it cancels what waits).
+        if (p.bulk_failed.load(std::memory_order_relaxed) ||
+            op->comm->shut_.load(std::memory_order_relaxed)) {
+            *err = ECONNABORTED;
+            return cma::ReadResult::NOT_ALLOWED;
+        }
+        const cma::ReadResult r =
+            p.bulk->read(op->rts.seq, op->rts.addr, off, len, op->buffer, err);
+        if (r == cma::ReadResult::NOT_ALLOWED) {
+            p.bulk_failed.store(true, std::memory_order_relaxed);
+        }
+        return r;
     }
     return cma::copy_in(static_cast<pid_t>(p.pid), op->rts, base, epochs, off, len,
                         op->buffer, err);
@@ -250,6 +275,10 @@ void Comm::copy_job_run(CopyJob *j) {
 
 void Comm::copy_job_prefetch(CopyJob *j) {
     Op *op = op_of(j);
+    if (op->comm->peers_[op->entry.peer].bulk_failed.load(std::memory_order_relaxed) ||
+        op->comm->shut_.load(std::memory_order_relaxed)) {
+        return;  // its read asks nothing either (pull)
+    }
     uint64_t off = 0, len = 0;
     read_span(op->copy, op->rts, &off, &len);
     op->comm->peers_[op->entry.peer].bulk->prefetch(op->rts.seq, op->rts.addr, off, len);

@@ -8,7 +8,9 @@ namespace ucxp2p {
 void CopyQueue::run(CopyJob *jobs) {
     CopyJob *head = jobs, **tail = &head;
     for (CopyJob *j = jobs; j != nullptr; j = j->next) {
-        if (j->next != nullptr && j->next->prefetch != nullptr) j->next->prefetch(j->next);
+        if (j->next != nullptr && j->next->prefetch != nullptr && j->bytes <= kPrefetchBehind) {
+            j->next->prefetch(j->next);
+        }
         j->copy(j);
         tail = &j->next;
         j->ran.store(true, std::memory_order_release);  // see Comm::settle_copies_into

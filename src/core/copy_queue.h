@@ -26,6 +26,7 @@
 #define UCXP2P_CORE_COPY_QUEUE_H
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 
 namespace ucxp2p {
@@ -37,12 +38,18 @@ struct CopyJob {
     void (*conclude)(CopyJob *);  // worker lock held: act on its result
     // No lock held, just before the job ahead of it is copied (nullptr:
     // nothing): start what can flow meanwhile (a tcp read's requests).
+    // Only behind a job of at most kPrefetchBehind bytes: what it started
+    // must not wait unread for long (the sender gives up on a reader that
+    // takes no bytes for a peer timeout), and behind a larger copy the
+    // request's round trip costs little anyway.
     void (*prefetch)(CopyJob *);
+    uint64_t bytes;  // what it copies (the prefetch rule)
     std::atomic<bool> ran{false};  // copy() returned (set by run)
 };
 
 class CopyQueue {
 public:
+    static constexpr uint64_t kPrefetchBehind = uint64_t(16) << 20;
     /** Queue j (worker lock held). */
     void push_due(CopyJob *j) {
         j->next = nullptr;

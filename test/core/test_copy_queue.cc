@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -107,4 +108,41 @@ TEST(CopyQueue, ThreadsClaimAndConcludeEachJobOnce) {
         EXPECT_EQ(1, b.copied) << "job " << b.id;
         EXPECT_EQ(1, b.concluded) << "job " << b.id;
     }
+}
+
+namespace {
+
+std::vector<std::string> *g_events = nullptr;
+
+void copy_logged(CopyJob *j) {
+    g_events->push_back("copy " + std::to_string(job_of(j)->id));
+    ++job_of(j)->copied;
+}
+void prefetch_logged(CopyJob *j) { g_events->push_back("prefetch " + std::to_string(job_of(j)->id)); }
+
+} // namespace
+
+// A job with a prefetch hook gets it called right before the job ahead of
+// it is copied -- unless that job is larger than kPrefetchBehind (what the
+// hook started would wait unread for its whole copy); the first job of a
+// run has nobody ahead.
+TEST(CopyQueue, PrefetchRunsBeforeTheJobAheadUnlessItIsLarge) {
+    std::vector<std::string> events;
+    g_events = &events;
+    CopyQueue q;
+    Job jobs[4];
+    for (int i = 0; i < 4; ++i) {
+        init(&jobs[i], i, nullptr);
+        jobs[i].link.copy = copy_logged;
+        jobs[i].link.prefetch = prefetch_logged;
+        jobs[i].link.bytes = 4096;
+    }
+    jobs[1].link.bytes = CopyQueue::kPrefetchBehind + 1;  // no prefetch of 2 behind it
+    for (Job &b : jobs) q.push_due(&b.link);
+    q.run(q.claim_locked());
+    q.conclude_locked();
+    EXPECT_EQ((std::vector<std::string>{"prefetch 1", "copy 0", "copy 1", "prefetch 3", "copy 2",
+                                        "copy 3"}),
+              events);
+    g_events = nullptr;
 }

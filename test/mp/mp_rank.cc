@@ -172,6 +172,7 @@ int main(int argc, char **argv) {
         {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
+        {"stalled-bulk", mp::run_stalled_bulk},
         {"soak", mp::run_soak}, {"shared-window", mp::run_shared_window}, {"comm-churn", mp::run_comm_churn},
         {"comm-race", mp::run_comm_race},
         {"cma-map-free", mp::run_cma_map_free}, {"cma-forked", mp::run_cma_forked}};

@@ -21,6 +21,15 @@
  *       2 peer timeouts + 5 s, P2P_ERR_PEER_FAILURE (the 8-byte send may
  *       also end P2P_OK, finished locally). p2prun then reports rank 1's
  *       SIGKILL (run it with --keep-going).
+ *   stalled-bulk  (2 ranks, UCX_TLS=tcp: the tcp bulk path of
+ *       core/tcp_bulk.h) rank 1 posts 16 sends of 4 MiB to rank 0 and stops
+ *       itself (SIGSTOP) with their requests out; rank 0, whose receives
+ *       wait for the payloads, shuts its communicator down: that must
+ *       return within its bound (2 peer timeouts + 1 s, and 5 s for a
+ *       loaded machine) although reading each payload would wait a peer
+ *       timeout, and every receive complete once (P2P_OK, or
+ *       P2P_ERR_CANCELED). Rank 0 then resumes rank 1, which destroys its
+ *       communicator.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
@@ -74,6 +83,23 @@ void posts_to_a_peer_killed_while_stopped(Rank &r, pid_t pid) {
     r.finish();
 }
 
+/** Rank 1 tells rank 0 its pid (tensor 1, 8 bytes of buf); rank 0 gets
+ *  it (rank 1 gets 0). */
+pid_t share_pid(Rank &r, const RegBuf &buf) {
+    const std::vector<Xfer> pid_msg = {{r.rank() == 1, 1 - r.rank(), 1, 8, 0}};
+    if (r.rank() == 1) {
+        uint64_t pid = static_cast<uint64_t>(getpid());
+        std::memcpy(buf.data(), &pid, sizeof(pid));
+        MP_OK(p2p_comm_send(r.comm(), 0, 1, buf.data(), 8, buf.mem(), ctx_of(0)));
+    } else {
+        MP_OK(p2p_comm_recv(r.comm(), 1, 1, buf.data(), 8, buf.mem(), ctx_of(0)));
+    }
+    collect(r.comm(), pid_msg, 30);
+    uint64_t pid64 = 0;
+    if (r.rank() == 0) std::memcpy(&pid64, buf.data(), sizeof(pid64));
+    return static_cast<pid_t>(pid64);
+}
+
 } // namespace
 
 void run_stopped_peer(int argc, char **argv) {
@@ -105,23 +131,14 @@ void run_stopped_peer(int argc, char **argv) {
         return;
     }
     RegBuf buf(r.ctx(), 64, 0x3C);
-    const std::vector<Xfer> pid_msg = {{r.rank() == 1, 1 - r.rank(), 1, 8, 0}};
+    const pid_t pid = share_pid(r, buf);
     if (r.rank() == 1) {
-        uint64_t pid = static_cast<uint64_t>(getpid());
-        std::memcpy(buf.data(), &pid, sizeof(pid));
-        MP_OK(p2p_comm_send(r.comm(), 0, 1, buf.data(), 8, buf.mem(), ctx_of(0)));
-        collect(r.comm(), pid_msg, 30);
         std::raise(SIGSTOP);  // rank 0 lets us go on once its communicator is gone
         r.barrier();          // rank 0 is done checking
         say("stopped-peer ok");
         r.finish();
         return;
     }
-    MP_OK(p2p_comm_recv(r.comm(), 1, 1, buf.data(), 8, buf.mem(), ctx_of(0)));
-    collect(r.comm(), pid_msg, 30);
-    uint64_t pid64 = 0;
-    std::memcpy(&pid64, buf.data(), sizeof(pid64));
-    const pid_t pid = static_cast<pid_t>(pid64);
     wait_stopped(pid);
     MP_OK(p2p_comm_send(r.comm(), 1, 2, buf.data() + 8, 8, buf.mem(), ctx_of(0)));
     Clock::time_point t0 = Clock::now();
@@ -144,6 +161,59 @@ void run_stopped_peer(int argc, char **argv) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     r.barrier();
     say("stopped-peer ok");
+    r.finish();
+}
+
+void run_stalled_bulk(int, char **) {
+    constexpr size_t kN = 16, kBig = size_t(4) << 20;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "stalled-bulk");
+    MP_CHECK(r.size() == 2, "stalled-bulk needs 2 ranks");
+    RegBuf small(r.ctx(), 64, 0x3C);
+    RegBuf big(r.ctx(), kN * kBig, 0x5A);
+    if (r.rank() == 0) {
+        for (size_t i = 0; i < kN; ++i) {
+            MP_OK(p2p_comm_recv(r.comm(), 1, 2, big.data() + i * kBig, kBig, big.mem(),
+                                ctx_of(i)));
+        }
+    }
+    const pid_t pid = share_pid(r, small);
+    if (r.rank() == 1) {
+        r.barrier();  // rank 0's receives are posted
+        for (size_t i = 0; i < kN; ++i) {
+            MP_OK(p2p_comm_send(r.comm(), 0, 2, big.data() + i * kBig, kBig, big.mem(),
+                                ctx_of(i)));
+        }
+        std::raise(SIGSTOP);  // rank 0 resumes us once its communicator is gone
+        r.destroy_comm();
+        r.barrier();
+        say("stalled-bulk ok");
+        r.finish();
+        return;
+    }
+    r.barrier();
+    wait_stopped(pid);
+    Clock::time_point t0 = Clock::now();
+    MP_OK(p2p_comm_shutdown(r.comm()));
+    const double took = seconds_since(t0);
+    const double peer_timeout_s = env_ul("P2P_PEER_TIMEOUT_MS", 2000) / 1000.0;
+    MP_CHECK(took < 2 * peer_timeout_s + 1 + 5, "shutdown took %.1f s", took);
+    std::vector<int> seen(kN, 0);
+    size_t ok = 0;
+    for (const p2p_completion_t &c : pop(r.comm(), P2P_QUEUE_RECV, 0)) {
+        const size_t i = index_of(c.user_context);
+        MP_CHECK(i < kN && ++seen[i] == 1, "receive %zu completed twice (or unknown)", i);
+        MP_CHECK(c.status == P2P_OK || c.status == P2P_ERR_CANCELED,
+                 "receive %zu: status %d, expected P2P_OK or P2P_ERR_CANCELED", i,
+                 static_cast<int>(c.status));
+        ok += c.status == P2P_OK;
+    }
+    for (size_t i = 0; i < kN; ++i) MP_CHECK(seen[i] == 1, "receive %zu never completed", i);
+    say("shutdown with a stalled tcp sender took %.1f s; %zu of %zu received", took, ok, kN);
+    r.destroy_comm();
+    MP_CHECK(kill(pid, SIGCONT) == 0, "cannot resume rank 1");
+    r.barrier();
+    say("stalled-bulk ok");
     r.finish();
 }
 

@@ -54,3 +54,17 @@ TEST_P(MpTest, TcpBulkOnlyWhereBothRanksHaveIt2Ranks) {
     const std::string out = expect_pass(s, "alltoall ok");
     EXPECT_EQ(0u, count(out, kTcpLine)) << out;
 }
+
+// A tcp sender that stops (SIGSTOP) with 16 payloads requested: a read
+// waits up to a peer timeout for bytes, but only the first; the rest, and
+// anything a shutdown would read, fall back at once, so the receiver's
+// shutdown keeps its bound (mp_scen_stop.cc, stalled-bulk). Before, the
+// reads waited in turn: 16 peer timeouts.
+TEST_P(MpTest, ShutdownKeepsItsBoundWithAStalledTcpSender2Ranks) {
+    if (!is_tcp(GetParam())) GTEST_SKIP() << "the tcp path is for UCX_TLS=tcp";
+    RunSpec s;
+    s.args = {"stalled-bulk"};
+    s.timeout_s = 120;
+    const std::string out = expect_pass(s, "stalled-bulk ok");
+    EXPECT_EQ(1u, count(out, "shutdown with a stalled tcp sender took")) << out;
+}
