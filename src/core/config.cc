@@ -176,8 +176,9 @@ const ConfigVar kTable[] = {
     {"P2P_TCP_BULK_THRESH", "262144",
      "Smallest message, in bytes, sent on the P2P_TCP_BULK path."},
     {"P2P_TCP_BULK_LANES", "2",
-     "Connections a P2P_TCP_BULK message is split over (1-16): one "
-     "connection is bound by one core's copy."},
+     "Connections a P2P_TCP_BULK message is split over at most (1-16), in "
+     "parts of at least 2 MiB: one connection is bound by one core's copy, "
+     "but smaller parts lose more to the extra connection than they gain."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

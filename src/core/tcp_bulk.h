@@ -115,7 +115,10 @@ public:
     Client(const Client &) = delete;
     Client &operator=(const Client &) = delete;
 
-    static constexpr uint64_t kMinPart = 64 * 1024;
+    // Smaller parts lose more to the extra connection than they gain
+    // (loopback, docs/PERFORMANCE.md 2026-11-29 09:20: one connection
+    // moved 512 KiB - 2 MiB messages 1.2-1.3x faster than two).
+    static constexpr uint64_t kMinPart = uint64_t(2) << 20;
 
     /** Read bytes [off, off + len) of send seq, whose buffer starts at
      *  addr in the sender, into dst + off. Any thread; concurrent reads

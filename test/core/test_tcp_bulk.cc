@@ -30,7 +30,7 @@ TEST(TcpBulkServer, PublishesPortTokenAndAddresses) {
 TEST(TcpBulk, ReadsWholeBufferOverOneTwoFourLanesAndPools) {
     std::unique_ptr<Server> s = start_server();
     ASSERT_TRUE(s);
-    const size_t n = 4 << 20;
+    const size_t n = 4 * Client::kMinPart;  // 4 parts at most
     std::vector<uint8_t> src = pattern(n, 1);
     s->offer(7, src.data(), n);
     for (unsigned lanes : {1u, 2u, 4u}) {
@@ -52,7 +52,7 @@ TEST(TcpBulk, ReadsWholeBufferOverOneTwoFourLanesAndPools) {
 TEST(TcpBulk, ReadsSubrangesIntoTheirPlace) {
     std::unique_ptr<Server> s = start_server();
     ASSERT_TRUE(s);
-    const size_t n = 4 << 20;
+    const size_t n = 4 * Client::kMinPart;
     std::vector<uint8_t> src = pattern(n, 2);
     s->offer(1, src.data(), n);
     const struct { uint64_t off, len; } cases[] = {
@@ -93,7 +93,7 @@ TEST(TcpBulk, ZeroLengthReadNeedsNoConnection) {
 TEST(TcpBulk, WithdrawnOrNeverOfferedIsCancelled) {
     std::unique_ptr<Server> s = start_server();
     ASSERT_TRUE(s);
-    const size_t n = 1 << 20;
+    const size_t n = 2 * Client::kMinPart;  // 2 parts
     std::vector<uint8_t> src = pattern(n, 3), dst(n);
     Client c(s->address(), true, 2, kIo);
     int err = 0;
@@ -339,7 +339,7 @@ TEST(TcpBulk, ConcurrentReadsOfOneClient) {
 TEST(TcpBulk, ConnectionsOfAGoneClientEndOnTheServer) {
     std::unique_ptr<Server> s = start_server();
     ASSERT_TRUE(s);
-    const size_t n = 4 << 20;
+    const size_t n = 4 * Client::kMinPart;
     std::vector<uint8_t> src = pattern(n, 13), dst(n);
     s->offer(1, src.data(), n);
     {
@@ -377,7 +377,7 @@ TEST(TcpBulk, PublishedAddressesServeAClientOfAnotherHost) {
 TEST(TcpBulk, PrefetchedReadsTakeTheirAnswers) {
     std::unique_ptr<Server> s = start_server();
     ASSERT_TRUE(s);
-    const size_t n = 1 << 20;
+    const size_t n = 2 * Client::kMinPart;  // 2 parts
     std::vector<uint8_t> a = pattern(n, 11), b = pattern(n, 12), c = pattern(n, 13);
     s->offer(1, a.data(), n);
     s->offer(2, b.data(), n);
