@@ -122,7 +122,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     if (tcpb::scope() != 0 && !ctx->ucx_cuda() && c->size_ > 1) {
         if (tcpb::Server *srv = ctx->bulk_server()) {
             bulk = srv->address();
-            bulk.reserved = tcpb::scope();
+            bulk.scope = tcpb::scope();
         }
     }
     const int64_t t0 = now_ns();
@@ -165,7 +165,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
             std::memcmp(hosts[r].boot_id, hosts[c->rank_].boot_id, sizeof(host.boot_id)) == 0;
         const uint32_t want = same_host ? tcpb::kSameHost : tcpb::kOtherHosts;
         if (!c->peers_[r].cma && r != c->rank_ && bulk.port != 0 && w.bulk[r].port != 0 &&
-            (bulk.reserved & w.bulk[r].reserved & want) != 0) {
+            (bulk.scope & w.bulk[r].scope & want) != 0) {
             c->peers_[r].cma = c->peers_[r].tcp = true;
             c->peers_[r].bulk.reset(new tcpb::Client(w.bulk[r], same_host, tcpb::lanes(),
                                                      static_cast<int>(ctx->settings().peer_timeout_ms)));

@@ -388,7 +388,7 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
     cma::stamp_epoch(&rts, op->seq);
     if (tcp) {
         // Readable on our server until the send ends (report, orphan_done).
-        ctx_->bulk_server()->offer(op->seq, it.buffer, it.length);
+        ctx_->bulk()->offer(op->seq, it.buffer, it.length);
         op->offered = true;
     }
     ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id, KIND_RTS), rts);

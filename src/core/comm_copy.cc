@@ -67,7 +67,15 @@ bool Comm::read_payload(Op *op, Op::CopyKind kind, cma::ReadResult *r, int *err)
     // peer timeout.
     if ((len < kUnlockedCopyMin && !tcp) || shut_.load(std::memory_order_relaxed) ||
         lands_on_a_receive(op, static_cast<const uint8_t *>(op->buffer) + off, len)) {
-        // Shut down: its wait for copies is over or under way.
+        // Shut down: its wait for copies is over or under way. A tcp read
+        // here would wait on the network inside a UCX callback, with the
+        // worker lock held: the sender pushes it through UCX instead
+        // (rare: a receive posted over this one's buffer).
+        if (tcp) {
+            *r = cma::ReadResult::NOT_ALLOWED;
+            *err = EBUSY;
+            return false;
+        }
         *r = pull(op, base, epochs, off, len, err);
         return false;
     }
@@ -231,6 +239,7 @@ cma::ReadResult Comm::pull(Op *op, const uint8_t *base, const uint8_t *epochs,
         // shutdown reads nothing more either (it cancels what waits).
         if (p.bulk_failed.load(std::memory_order_relaxed) ||
             op->comm->shut_.load(std::memory_order_relaxed)) {
+            p.bulk->drop_prefetch();  // if it asked ahead for this one
             *err = ECONNABORTED;
             return cma::ReadResult::NOT_ALLOWED;
         }

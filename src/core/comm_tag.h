@@ -21,10 +21,12 @@ constexpr uint32_t kMaxRanks = 1u << kRankBits;
 enum TagKind : uint32_t { KIND_DATA = 0, KIND_RTS = 1, KIND_ACK = 2, KIND_PUSH = 3 };
 constexpr int kKindShift = 54;
 constexpr uint64_t kUserRecvMask = ~(static_cast<uint64_t>(1) << kKindShift);
-/** A receive from a peer that never sends single-copy requests (not on
- *  this host, or single copy disabled on either side: cma::peer_eligible is
- *  symmetric) matches DATA only. UCX hashes receives with a full mask and
- *  keeps any other in one list that every arriving message searches. */
+/** A receive from a peer that never sends single-copy requests (neither
+ *  single copy nor the tcp path of core/tcp_bulk.h serves it: both rules
+ *  are symmetric) matches DATA only. UCX hashes receives with a full mask
+ *  and keeps any other in one list that every arriving message searches
+ *  (no measurable cost at 8 B over shm, docs/PERFORMANCE.md 2026-11-27
+ *  23:50). */
 constexpr uint64_t kFullMask = ~static_cast<uint64_t>(0);
 
 /** Generation of a communicator id, tag bits 53..50: a communicator that

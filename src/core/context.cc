@@ -303,7 +303,8 @@ tcpb::Server *Context::bulk_server() {
     if (!bulk_tried_) {
         bulk_tried_ = true;
         int err = 0;
-        bulk_owner_ = tcpb::Server::start(static_cast<int>(settings_.peer_timeout_ms), &err);
+        bulk_owner_ = tcpb::Server::start(static_cast<int>(settings_.peer_timeout_ms), &err,
+                                          rails_net_devices());
         if (bulk_owner_) {
             P2P_LOG(P2P_LOG_DEBUG, "context: tcp bulk server on port %u",
                     static_cast<unsigned>(bulk_owner_->address().port));

@@ -80,6 +80,8 @@ public:
     /** End send seq's offer on the Server, if one runs (core/tcp_bulk.h).
      *  Any thread. */
     void bulk_withdraw(uint32_t seq);
+    /** The Server bulk_server() started (nullptr: none), one load. */
+    tcpb::Server *bulk() const { return bulk_.load(std::memory_order_acquire); }
     /** The tcp bulk Server has clients (a hint): a request may wake one
      *  of its threads any moment. */
     bool bulk_serving() const;

@@ -1,5 +1,6 @@
 /*
- * Large same-host copies made outside the worker lock.
+ * Large single-copy payloads moved outside the worker lock (same-host
+ * copies; tcp reads, core/tcp_bulk.h).
  *
  * A single-copy transfer (core/cma.h) moves its payload inside a UCX
  * callback, with the worker lock held, where every post of every thread

@@ -35,8 +35,10 @@
  * Threads: the Server runs one accepting thread and one thread per
  * accepted connection (blocking I/O; a connection's requests are served in
  * order). A Client's read runs in the caller's thread (the copy queue of
- * core/copy_queue.h: never inside a UCX callback) and takes connections
- * from a per-peer pool; every blocking step has a deadline.
+ * core/copy_queue.h: never inside a UCX callback; under the worker lock
+ * only when a receive is posted over the buffer of a queued read,
+ * Comm::settle_copies_into) and takes connections from a per-peer pool;
+ * every blocking step has a deadline.
  *
  * Failures: a Client read that cannot connect, is refused, times out or
  * loses its connection returns NOT_ALLOWED: the receiver answers FALLBACK
@@ -51,6 +53,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace ucxp2p {
 namespace tcpb {
@@ -60,7 +63,7 @@ struct Address {
     uint32_t ipv4[4];  // network byte order; naddr of them are set
     uint16_t port;     // host byte order; 0: this rank runs no Server
     uint16_t naddr;
-    uint32_t reserved;
+    uint32_t scope;    // tcpb::kSameHost | kOtherHosts (tcp_bulk_config.h)
     uint64_t token;    // a HELLO must carry it
 };
 static_assert(sizeof(Address) == 32, "wire size");
@@ -69,16 +72,18 @@ class Server {
 public:
     /** Listen on every IPv4 address, on a port the kernel picks, and start
      *  the accepting thread. nullptr (errno in *err, logged) when the
-     *  socket or the thread cannot be made. */
-    static std::unique_ptr<Server> start(int io_timeout_ms, int *err);
+     *  socket or the thread cannot be made. devices: the interfaces whose
+     *  addresses address() publishes (a UCX_NET_DEVICES value; "": all). */
+    static std::unique_ptr<Server> start(int io_timeout_ms, int *err,
+                                         const std::string &devices = "");
     /** Stops: closes the listener and every connection, joins every
      *  thread. Offers still standing are dropped. */
     ~Server();
     Server(const Server &) = delete;
     Server &operator=(const Server &) = delete;
 
-    /** port, token and this host's IPv4 addresses (up, not loopback, at
-     *  most 4; none when the host has only loopback). */
+    /** port, token and this host's IPv4 addresses (up, not loopback, among
+     *  start's devices, at most 4; none when there are none). */
     const Address &address() const;
 
     /** Bytes [addr, addr + len) of send seq may be read until
@@ -91,9 +96,9 @@ public:
     /** Connections accepted and still open (tests). */
     size_t connections() const;
 
-    /** Some client is connected (a hint, one load): this process may be
-     *  asked for payloads any moment, by a thread of ours that a caller
-     *  spinning on its core delays (Context::bulk_serving). */
+    /** Some send is offered (a hint, one load): a request may wake a
+     *  thread of ours any moment, which a caller spinning on its core
+     *  delays (Context::bulk_serving). */
     bool serving() const;
 
     struct Impl;
@@ -135,8 +140,11 @@ public:
      *  connections of its own, so that its bytes flow while the caller
      *  reads an earlier message; that read() then takes them. One read
      *  ahead at most (a second prefetch does nothing until it is read);
-     *  a failed prefetch leaves the read to ask again. */
+     *  a failed prefetch leaves the read to ask again, and so do answers
+     *  lost while they waited (the sender gave up on them). */
     void prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len);
+    /** Close the connections of a prefetch whose read will not come. */
+    void drop_prefetch();
 
     /** Connections this client holds, idle or in use (tests). */
     size_t connections() const;

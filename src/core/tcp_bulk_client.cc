@@ -197,6 +197,8 @@ struct Client::Impl {
     unsigned ask(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len, tcp::Fd *fds,
                  Lane *lane, int *err);
     void prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len);
+    void drop_ahead();
+    int receive(Lane *lane, tcp::Fd *fds, unsigned k, char *dst, int *lost_err);
     cma::ReadResult read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len, char *dst,
                          int *err);
 };
@@ -357,6 +359,7 @@ unsigned Client::Impl::ask(uint32_t seq, uint64_t addr, uint64_t off, uint64_t l
     const uint64_t base = len / k, extra = len % k;
     uint64_t at = off;
     for (unsigned i = 0; i < k; ++i) {
+        lane[i] = Lane();  // a second ask (read) reuses the array
         lane[i].fd = fds[i].get();
         lane[i].off = at;
         lane[i].len = base + (i < extra ? 1 : 0);
@@ -396,6 +399,45 @@ void Client::Impl::prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t 
     }
 }
 
+int Client::Impl::receive(Lane *lane, tcp::Fd *fds, unsigned k, char *dst, int *lost_err) {
+    drive(lane, k, dst);
+    // NOT_ALLOWED (3) over FAILED (2) over CANCELLED (1) over OK (0).
+    int worst = 0;
+    bool pending = false;
+    for (unsigned i = 0; i < k; ++i) {
+        switch (lane[i].outcome) {
+        case Lane::LOST:
+            if (worst < 3) {
+                worst = 3;
+                *lost_err = lane[i].err;
+            }
+            break;
+        case Lane::REFUSED:   worst = std::max(worst, 2); break;
+        case Lane::WITHDRAWN: worst = std::max(worst, 1); break;
+        case Lane::PENDING:   pending = true; break;
+        case Lane::OK:        break;
+        }
+    }
+    // Parts left unread (the read stopped at another's failure) are closed
+    // with their connections: none goes back to the pool mid-answer.
+    give_back(fds, lane, k);
+    if (worst == 0 && pending) {  // cannot happen: drive stops only at a failure
+        worst = 3;
+        *lost_err = EIO;
+    }
+    return worst;
+}
+
+void Client::Impl::drop_ahead() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!ahead.set || ahead.seq == 0) return;  // none, or being filled
+    for (unsigned i = 0; i < ahead.k; ++i) {
+        ahead.fds[i].reset();  // its answer unread: not reusable
+        --held;
+    }
+    ahead.set = false;
+}
+
 cma::ReadResult Client::Impl::read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len,
                                    char *dst, int *err) {
     tcp::Fd fds[kMaxLanes];
@@ -419,32 +461,18 @@ cma::ReadResult Client::Impl::read(uint32_t seq, uint64_t addr, uint64_t off, ui
         k = ask(seq, addr, off, len, fds, lane, err);
         if (k == 0) return cma::ReadResult::NOT_ALLOWED;
     }
-    drive(lane, k, dst);
-
-    // NOT_ALLOWED over FAILED over CANCELLED over OK.
-    int worst = 0;
     int lost_err = 0;
-    bool pending = false;
-    for (unsigned i = 0; i < k; ++i) {
-        switch (lane[i].outcome) {
-        case Lane::LOST:
-            if (worst < 3) {
-                worst = 3;
-                lost_err = lane[i].err;
-            }
-            break;
-        case Lane::REFUSED:   worst = std::max(worst, 2); break;
-        case Lane::WITHDRAWN: worst = std::max(worst, 1); break;
-        case Lane::PENDING:   pending = true; break;
-        case Lane::OK:        break;
-        }
-    }
-    // Parts left unread (the read stopped at another's failure) are closed
-    // with their connections: none goes back to the pool mid-answer.
-    give_back(fds, lane, k);
-    if (worst == 0 && pending) {  // cannot happen: drive stops only at a failure
-        worst = 3;
-        lost_err = EIO;
+    int worst = receive(lane, fds, k, dst, &lost_err);
+    if (worst == 3 && asked) {
+        // Its answers waited unread behind another read, long enough for
+        // the sender to give up on them (no bytes taken for its timeout):
+        // ask once more, on connections of its own.
+        P2P_LOG(P2P_LOG_DEBUG, "tcp bulk: client of port %u: seq %u: asked ahead, lost "
+                "(%s); asking again", unsigned(peer.port), seq,
+                tcp::errno_string(lost_err).c_str());
+        k = ask(seq, addr, off, len, fds, lane, err);
+        if (k == 0) return cma::ReadResult::NOT_ALLOWED;
+        worst = receive(lane, fds, k, dst, &lost_err);
     }
     switch (worst) {
     case 3:
@@ -487,6 +515,10 @@ cma::ReadResult Client::read(uint32_t seq, uint64_t addr, uint64_t off, uint64_t
 
 void Client::prefetch(uint32_t seq, uint64_t addr, uint64_t off, uint64_t len) {
     if (len != 0 && impl_) impl_->prefetch(seq, addr, off, len);
+}
+
+void Client::drop_prefetch() {
+    if (impl_) impl_->drop_ahead();
 }
 
 size_t Client::connections() const {

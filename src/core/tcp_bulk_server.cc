@@ -11,17 +11,11 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#if __has_include(<sys/random.h>)
-#include <sys/random.h>
-#define UCXP2P_HAVE_GETRANDOM 1
-#endif
 
 #include <algorithm>
 #include <atomic>
@@ -98,58 +92,11 @@ int send_bytes(int fd, const char *p, size_t len, int flags, int timeout_ms,
     return 0;
 }
 
-/** Never 0 (0 would read as "no token" in a zeroed Address). */
-uint64_t random_token() {
-    uint64_t t = 0;
-    for (int i = 0; i < 4 && t == 0; ++i) {
-#ifdef UCXP2P_HAVE_GETRANDOM
-        if (::getrandom(&t, sizeof(t), GRND_NONBLOCK) == static_cast<ssize_t>(sizeof(t))) {
-            continue;
-        }
-#endif
-        int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            if (::read(fd, &t, sizeof(t)) != static_cast<ssize_t>(sizeof(t))) {
-                t = 0;
-            }
-            ::close(fd);
-        }
-    }
-    if (t == 0) {
-        // No entropy source at all: the token still tells our connections
-        // from a stray one, if not from an attacker.
-        t = static_cast<uint64_t>(
-                std::chrono::steady_clock::now().time_since_epoch().count()) ^
-            (static_cast<uint64_t>(::getpid()) << 32) ^ reinterpret_cast<uintptr_t>(&t);
-        t |= 1;
-    }
-    return t;
-}
-
-/** Up to 4 IPv4 addresses of interfaces that are up and not loopback. */
-void local_addresses(Address *a) {
-    ifaddrs *list = nullptr;
-    if (::getifaddrs(&list) != 0) {
-        return;
-    }
-    for (ifaddrs *i = list; i != nullptr && a->naddr < 4; i = i->ifa_next) {
-        if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET ||
-            !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) {
-            continue;
-        }
-        uint32_t ip = reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr.s_addr;
-        if ((ntohl(ip) >> 24) == 127 || std::find(a->ipv4, a->ipv4 + a->naddr, ip) !=
-                                            a->ipv4 + a->naddr) {
-            continue;
-        }
-        a->ipv4[a->naddr++] = ip;
-    }
-    ::freeifaddrs(list);
-}
-
 }  // namespace
 
 struct Server::Impl {
+    static constexpr int kMaxGreeting = 64;
+
     int io_timeout_ms = 1;
     Address addr{};
     tcp::Fd listener;
@@ -165,7 +112,8 @@ struct Server::Impl {
     // Bumped by every withdraw and replacing offer (under mu): a part being
     // written looks its offer up again only when this moved.
     std::atomic<uint64_t> changes{0};
-    std::atomic<int> clients{0};  // connections past their HELLO (Server::serving)
+    std::atomic<size_t> offered{0};  // offers.size() (Server::serving)
+    std::atomic<int> greeting{0};    // connections before their HELLO
 
     ~Impl() { stop(); }
     void stop();
@@ -282,17 +230,26 @@ void Server::Impl::accept_ready() {
 }
 
 void Server::Impl::add(tcp::Fd fd, std::string peer) {
+    // Each connection gets a thread before its HELLO: strangers (no token)
+    // must not pile them up (fd closed here).
+    if (greeting.load(std::memory_order_relaxed) >= kMaxGreeting) {
+        P2P_LOG(P2P_LOG_DEBUG, "tcp bulk: server port %u: %s refused: %d connections "
+                "wait for their hello", unsigned(addr.port), peer.c_str(), kMaxGreeting);
+        return;
+    }
     std::unique_ptr<Conn> c(new Conn());
     c->fd = std::move(fd);
     c->peer = std::move(peer);
     Conn *raw = c.get();
     std::lock_guard<std::mutex> lock(mu);
     conns.push_back(std::move(c));
+    greeting.fetch_add(1, std::memory_order_relaxed);
     try {
         raw->thread = std::thread([this, raw] { serve(raw); });
     } catch (const std::exception &e) {  // system_error (EAGAIN), bad_alloc
         P2P_LOG(P2P_LOG_INFO, "tcp bulk: server port %u: no thread for %s: %s",
                 unsigned(addr.port), raw->peer.c_str(), e.what());
+        greeting.fetch_sub(1, std::memory_order_relaxed);
         conns.pop_back();
     }
 }
@@ -317,12 +274,12 @@ void Server::Impl::reap() {
 }
 
 void Server::Impl::serve(Conn *c) {
-    if (hello(c)) {
-        clients.fetch_add(1, std::memory_order_relaxed);
+    const bool greeted = hello(c);
+    greeting.fetch_sub(1, std::memory_order_relaxed);
+    if (greeted) {
         wire::Request r;
         while (next_request(c, &r) && answer(c, r)) {
         }
-        clients.fetch_sub(1, std::memory_order_relaxed);
     }
     // The peer sees the end now, not at the reap; the fd is closed there.
     ::shutdown(c->fd.get(), SHUT_RDWR);
@@ -495,7 +452,8 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() = default;  // ~Impl stops
 
-std::unique_ptr<Server> Server::start(int io_timeout_ms, int *err) {
+std::unique_ptr<Server> Server::start(int io_timeout_ms, int *err,
+                                      const std::string &devices) {
     int dummy = 0;
     if (err == nullptr) {
         err = &dummy;
@@ -535,8 +493,8 @@ std::unique_ptr<Server> Server::start(int io_timeout_ms, int *err) {
     }
     m.wake.reset(efd);
     m.addr.port = ntohs(sa.sin_port);
-    m.addr.token = random_token();
-    local_addresses(&m.addr);
+    m.addr.token = wire::random_token();
+    wire::local_addresses(&m.addr, devices);
     try {
         Impl *p = &m;
         m.acceptor = std::thread([p] { p->accept_loop(); });
@@ -564,6 +522,7 @@ void Server::offer(uint32_t seq, const void *addr, uint64_t len) {
     }
     try {
         m.offers.emplace(seq, o);
+        m.offered.store(m.offers.size(), std::memory_order_relaxed);
     } catch (const std::bad_alloc &) {
         // Requests for seqs we do not know are answered "unavailable" from
         // now on (the reader falls back) instead of "withdrawn" (it would
@@ -579,6 +538,7 @@ void Server::withdraw(uint32_t seq) {
     std::lock_guard<std::mutex> lock(m.mu);
     if (m.offers.erase(seq) != 0) {
         m.changes.fetch_add(1, std::memory_order_release);
+        m.offered.store(m.offers.size(), std::memory_order_relaxed);
     }
 }
 
@@ -590,7 +550,7 @@ size_t Server::connections() const {
 }
 
 bool Server::serving() const {
-    return impl_->clients.load(std::memory_order_relaxed) > 0;
+    return impl_->offered.load(std::memory_order_relaxed) != 0;
 }
 
 }  // namespace tcpb

@@ -7,8 +7,11 @@
 #ifndef UCXP2P_CORE_TCP_BULK_WIRE_H
 #define UCXP2P_CORE_TCP_BULK_WIRE_H
 
+#include "core/tcp_bulk.h"
+
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace ucxp2p {
 namespace tcpb {
@@ -60,6 +63,14 @@ struct Trailer {
 static_assert(sizeof(Hello) == 16 && sizeof(HelloOk) == 8 && sizeof(Request) == 32 &&
               sizeof(Header) == 16 && sizeof(Trailer) == 8,
               "wire sizes");
+
+/** A Server's token: random, never 0 (tcp_bulk_host.cc). */
+uint64_t random_token();
+
+/** Set a->ipv4 / a->naddr: up to 4 IPv4 addresses of interfaces that are
+ *  up and not loopback, among those devices names (a UCX_NET_DEVICES
+ *  value; empty or "all": any), in the host's interface order. */
+void local_addresses(Address *a, const std::string &devices);
 
 /** Tests only: called by a Server's connection thread after it sent an OK
  *  header and before the first payload byte (no lock held), with the

@@ -6,6 +6,7 @@
  */
 #include "tcp_bulk_util.h"
 
+#include <ifaddrs.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -414,4 +415,34 @@ TEST(TcpBulk, PrefetchedReadsTakeTheirAnswers) {
     gone.prefetch(2, addr_of(b.data()), 0, n);
     EXPECT_EQ(0u, gone.connections());
     EXPECT_EQ(ReadResult::NOT_ALLOWED, gone.read(2, addr_of(b.data()), 0, n, dst.data(), &err));
+}
+
+// The addresses a Server publishes are those of the interfaces named in
+// its devices (UCX_NET_DEVICES), when some are named.
+TEST(TcpBulkServer, PublishesTheNamedDevicesOnly) {
+    int err = 0;
+    std::unique_ptr<Server> all = Server::start(kIo, &err);
+    ASSERT_TRUE(all) << std::strerror(err);
+    std::unique_ptr<Server> none = Server::start(kIo, &err, "lo,no_such_dev0");
+    ASSERT_TRUE(none) << std::strerror(err);
+    EXPECT_EQ(0u, none->address().naddr);  // lo is never published
+    if (all->address().naddr == 0) GTEST_SKIP() << "no interface but loopback";
+    // The interface of the first published address, named alone.
+    std::string name;
+    ifaddrs *list = nullptr;
+    ASSERT_EQ(0, getifaddrs(&list));
+    for (ifaddrs *i = list; i != nullptr; i = i->ifa_next) {
+        if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET &&
+            reinterpret_cast<const sockaddr_in *>(i->ifa_addr)->sin_addr.s_addr ==
+                all->address().ipv4[0]) {
+            name = i->ifa_name;
+            break;
+        }
+    }
+    freeifaddrs(list);
+    ASSERT_FALSE(name.empty());
+    std::unique_ptr<Server> one = Server::start(kIo, &err, "no_such_dev0," + name);
+    ASSERT_TRUE(one);
+    ASSERT_EQ(1u, one->address().naddr);
+    EXPECT_EQ(all->address().ipv4[0], one->address().ipv4[0]);
 }

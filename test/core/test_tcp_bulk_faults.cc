@@ -358,3 +358,87 @@ TEST(TcpBulkFaults, NoMemoryFailsCleanly) {
     EXPECT_TRUE(dst == src);
     EXPECT_EQ(0u, held);
 }
+
+// Answers asked for ahead (prefetch) that wait unread longer than the
+// server's io timeout (the read ahead of them was slow) are dropped by the
+// server; the read asks again instead of failing.
+TEST(TcpBulkFaults, PrefetchedAnswersTheServerGaveUpOnAreAskedAgain) {
+    const int io = 300;
+    std::unique_ptr<Server> s = start_server(io);
+    ASSERT_TRUE(s);
+    const size_t n = 64 << 20;  // more than the socket buffers hold
+    std::vector<uint8_t> src = pattern(n, 42), dst(n);
+    s->offer(5, src.data(), n);
+    Client c(s->address(), true, 2, io);
+    c.prefetch(5, addr_of(src.data()), 0, n);
+    // The server stops writing the unread answers after io ms.
+    EXPECT_TRUE(wait_until([&] { return s->connections() == 0; }, 20 * io));
+    int err = 0;
+    ASSERT_EQ(ReadResult::OK, c.read(5, addr_of(src.data()), 0, n, dst.data(), &err))
+        << std::strerror(err);
+    EXPECT_TRUE(dst == src);
+}
+
+// A prefetch whose read will not come (the peer failed, the communicator
+// shuts down) gives its connections up, and the next prefetch works.
+TEST(TcpBulkFaults, DroppedPrefetchFreesItsSlot) {
+    std::unique_ptr<Server> s = start_server();
+    ASSERT_TRUE(s);
+    const size_t n = 2 * Client::kMinPart;
+    std::vector<uint8_t> a = pattern(n, 1), b = pattern(n, 2), dst(n);
+    s->offer(1, a.data(), n);
+    s->offer(2, b.data(), n);
+    Client c(s->address(), true, 2, kIo);
+    c.prefetch(1, addr_of(a.data()), 0, n);
+    EXPECT_EQ(2u, c.connections());
+    c.drop_prefetch();
+    EXPECT_EQ(0u, c.connections());
+    c.prefetch(2, addr_of(b.data()), 0, n);
+    EXPECT_EQ(2u, c.connections());
+    int err = 0;
+    ASSERT_EQ(ReadResult::OK, c.read(2, addr_of(b.data()), 0, n, dst.data(), &err));
+    EXPECT_TRUE(dst == b);
+    EXPECT_EQ(2u, c.connections());  // pooled: the read took the prefetch's
+}
+
+// serving() (a spinning poll yields to the server) holds while some send
+// is offered, not while clients merely stay connected.
+TEST(TcpBulkServer, ServingWhileSendsAreOffered) {
+    std::unique_ptr<Server> s = start_server();
+    ASSERT_TRUE(s);
+    std::vector<uint8_t> a = pattern(1 << 20, 3), dst(1 << 20);
+    EXPECT_FALSE(s->serving());
+    s->offer(1, a.data(), a.size());
+    s->offer(2, a.data(), a.size());
+    EXPECT_TRUE(s->serving());
+    Client c(s->address(), true, 1, kIo);
+    int err = 0;
+    ASSERT_EQ(ReadResult::OK, c.read(1, addr_of(a.data()), 0, a.size(), dst.data(), &err));
+    s->withdraw(1);
+    EXPECT_TRUE(s->serving());
+    s->withdraw(2);
+    EXPECT_FALSE(s->serving());  // its client still connected
+    EXPECT_EQ(1u, c.connections());
+}
+
+// Connections that have not said HELLO are capped (each holds a thread):
+// past 64 of them, more are closed at once; a client with the token still
+// gets in once they are gone.
+TEST(TcpBulkFaults, ConnectionsWaitingForTheirHelloAreCapped) {
+    std::unique_ptr<Server> s = start_server();
+    ASSERT_TRUE(s);
+    std::vector<std::unique_ptr<Raw>> raws;
+    for (int i = 0; i < 64; ++i) raws.emplace_back(new Raw(s->address().port));
+    ASSERT_TRUE(wait_until([&] { return s->connections() == 64; }));
+    Raw extra(s->address().port);
+    EXPECT_TRUE(wait_eof(extra.fd.get())) << "the 65th stranger was kept";
+    EXPECT_EQ(64u, s->connections());
+    raws.clear();  // they hang up
+    ASSERT_TRUE(wait_until([&] { return s->connections() == 0; }));
+    std::vector<uint8_t> a = pattern(1 << 20, 4), dst(1 << 20);
+    s->offer(1, a.data(), a.size());
+    Client c(s->address(), true, 1, kIo);
+    int err = 0;
+    ASSERT_EQ(ReadResult::OK, c.read(1, addr_of(a.data()), 0, a.size(), dst.data(), &err));
+    EXPECT_TRUE(dst == a);
+}
