@@ -35,10 +35,10 @@
  * Threads: the Server runs one accepting thread and one thread per
  * accepted connection (blocking I/O; a connection's requests are served in
  * order). A Client's read runs in the caller's thread (the copy queue of
- * core/copy_queue.h: never inside a UCX callback; under the worker lock
- * only when a receive is posted over the buffer of a queued read,
- * Comm::settle_copies_into) and takes connections from a per-peer pool;
- * every blocking step has a deadline.
+ * core/copy_queue.h), but inside the UCX callback that matched it, with
+ * the worker lock held, when another receive is posted over its buffer
+ * (Comm::read_payload, Comm::settle_copies_into); it takes connections
+ * from a per-peer pool; every blocking step has a deadline.
  *
  * Failures: a Client read that cannot connect, is refused, times out or
  * loses its connection returns NOT_ALLOWED: the receiver answers FALLBACK
