@@ -339,12 +339,17 @@ p2p_status_t p2p_comm_poll(p2p_comm_h comm, p2p_queue_t queue,
             Context &ctx = c->comm->context();
             Progress &pr = ctx.progress();
             if (q.pending() != 0 || pr.serialized()) pr.try_progress_from_user();
-            // Peers read payloads from our tcp server (core/tcp_bulk.h): its
-            // thread woken by a request would wait for a caller spinning
-            // here on its core (ranks pinned to one each) to use up its
-            // turn -- a millisecond or more per message. An empty poll
-            // lets it run first (returns at once when nothing waits).
-            if (__builtin_expect(ctx.bulk_serving(), 0) && q.empty()) sched_yield();
+            // Another thread of ours moves payloads: the tcp server's
+            // (core/tcp_bulk.h) for peers reading from us, or whoever runs
+            // the copy queue (same-host copies, tcp reads; core/copy_queue.h)
+            // while this caller polls. Sharing our core (ranks pinned to
+            // one each), it would wait for the caller spinning here to use
+            // up its turn -- a millisecond or more per message. An empty
+            // poll lets it run first (returns at once when nothing waits).
+            if (__builtin_expect(pr.copies().running() || ctx.bulk_serving(), 0) &&
+                q.empty()) {
+                sched_yield();
+            }
         }
         *count_p = q.pop(entries, max);
         return P2P_OK;

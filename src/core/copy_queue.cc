@@ -6,6 +6,7 @@
 namespace ucxp2p {
 
 void CopyQueue::run(CopyJob *jobs) {
+    running_.fetch_add(1, std::memory_order_relaxed);
     CopyJob *head = jobs, **tail = &head;
     for (CopyJob *j = jobs; j != nullptr; j = j->next) {
         if (j->next != nullptr && j->next->prefetch != nullptr && j->bytes <= kPrefetchBehind) {
@@ -19,6 +20,7 @@ void CopyQueue::run(CopyJob *jobs) {
     *done_tail_ = head;
     done_tail_ = tail;
     copied_.store(true, std::memory_order_relaxed);
+    running_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void CopyQueue::conclude_locked() {

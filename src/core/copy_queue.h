@@ -22,6 +22,8 @@
  * where a running copy writes (Comm::settle_copies_into, overlapping
  * buffers only). A copy queued by a post (a receive whose request had arrived)
  * waits for the next of those; push_due wakes the progress thread for it.
+ * While a thread runs them (running()), an empty p2p_comm_poll yields its
+ * core to it.
  */
 #ifndef UCXP2P_CORE_COPY_QUEUE_H
 #define UCXP2P_CORE_COPY_QUEUE_H
@@ -73,6 +75,8 @@ public:
     /** Copy the jobs claim_locked returned, in order, with no lock held;
      *  then hand them to conclude_locked. */
     void run(CopyJob *jobs);
+    /** Some thread is inside run() (a hint, any thread: one load). */
+    bool running() const { return running_.load(std::memory_order_relaxed) != 0; }
     /** Some copies ended and wait for conclude_locked (a hint). */
     bool copied() const { return copied_.load(std::memory_order_relaxed); }
     /** Conclude the copies run() ended (worker lock held). */
@@ -86,6 +90,7 @@ private:
     CopyJob *done_head_ = nullptr;
     CopyJob **done_tail_ = &done_head_;
     std::atomic<bool> copied_{false};
+    std::atomic<unsigned> running_{0};  // threads inside run()
 };
 
 } // namespace ucxp2p

@@ -146,3 +146,39 @@ TEST(CopyQueue, PrefetchRunsBeforeTheJobAheadUnlessItIsLarge) {
               events);
     g_events = nullptr;
 }
+
+// running() tells a poller that another thread is copying (p2p_comm_poll
+// yields its core then): true from the first job's copy to the last one's,
+// in every thread; false before and after.
+namespace {
+CopyQueue *g_running_q = nullptr;
+std::atomic<int> g_running_seen{0};
+void copy_sees_running(CopyJob *j) {
+    ++job_of(j)->copied;
+    bool other = false;
+    std::thread t([&] { other = g_running_q->running(); });
+    t.join();
+    if (g_running_q->running() && other) ++g_running_seen;
+}
+} // namespace
+
+TEST(CopyQueue, RunningWhileAThreadCopies) {
+    CopyQueue q;
+    g_running_q = &q;
+    g_running_seen = 0;
+    Job jobs[2];
+    for (int i = 0; i < 2; ++i) {
+        init(&jobs[i], i, nullptr);
+        jobs[i].link.copy = copy_sees_running;
+        q.push_due(&jobs[i].link);
+    }
+    EXPECT_FALSE(q.running());  // queued, not claimed
+    CopyJob *mine = q.claim_locked();
+    EXPECT_FALSE(q.running());  // claimed, not copying yet
+    q.run(mine);
+    EXPECT_EQ(2, g_running_seen.load());
+    EXPECT_FALSE(q.running());  // every copy returned
+    q.conclude_locked();
+    EXPECT_FALSE(q.running());
+    g_running_q = nullptr;
+}

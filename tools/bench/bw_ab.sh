@@ -6,7 +6,7 @@
 # the medians. This machine's speed drifts between phases: compare within
 # rounds and medians of the same invocation, never across invocations.
 #
-#   tools/bench/bw_ab.sh [-n ROUNDS] [-t TLS] [-s SIZE] [-m MSGS] [-x LANES] TREE[+VAR=VAL...]...
+#   tools/bench/bw_ab.sh [-n ROUNDS] [-t TLS] [-s SIZE] [-m MSGS] [-x LANES] [-p POOL] TREE[+VAR=VAL...]...
 #
 # TREE: a configured and built ucxp2p tree. +VAR=VAL: environment for that
 # entry only (e.g. . .+UCX_MAX_EAGER_RAILS=1 compares the default with one
@@ -16,25 +16,30 @@
 # destination buffer (tools/bench/tcp_micro.c, built into /tmp), over 1 and
 # over LANES connections: what a tcp path without UCX's copy out of its
 # receive segments could reach.
+# -p POOL: the trees' p2p_perftest rotate through a buffer pool of POOL
+# bytes (its -p), as an application's distinct tensors do; ucx_perftest has
+# no pool (its columns stay on one reused buffer).
 set -euo pipefail
-rounds=5 tls=tcp,self size=524288 msgs=4096 lanes=0
-while getopts "n:t:s:m:x:" o; do
+rounds=5 tls=tcp,self size=524288 msgs=4096 lanes=0 pool=0
+while getopts "n:t:s:m:x:p:" o; do
     case $o in
     n) rounds=$OPTARG ;;
     t) tls=$OPTARG ;;
     s) size=$OPTARG ;;
     m) msgs=$OPTARG ;;
     x) lanes=$OPTARG ;;
-    *) sed -n '2,18p' "$0"; exit 2 ;;
+    p) pool=$OPTARG ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,21p' "$0"; exit 2; }
 # p2p_perftest's bw iteration is one window of 64: -m must be whole windows,
 # or the two tools would time different message counts.
 [[ $size =~ ^[0-9]+$ && $msgs =~ ^[0-9]+$ && $msgs -ge 64 && $((msgs % 64)) -eq 0 ]] ||
     { echo "bw_ab: -s must be bytes and -m a multiple of 64" >&2; exit 2; }
 [[ $lanes =~ ^[0-8]$ ]] || { echo "bw_ab: -x takes 1 to 8 lanes" >&2; exit 2; }
+[[ $pool =~ ^[0-9]+[KMG]?$ ]] || { echo "bw_ab: -p takes bytes (K, M, G allowed)" >&2; exit 2; }
 top=$(cd "$(dirname "$0")/../.." && pwd)
 p2prun=$top/tools/p2prun/p2prun
 [ -x "$p2prun" ] || { echo "bw_ab: build $top first (no $p2prun)" >&2; exit 1; }
@@ -67,7 +72,7 @@ p2p_bw() {  # TREE[+VAR=VAL...] -> MiB/s
         env LD_LIBRARY_PATH="$(cd "$t" && pwd)/.libs" sh -c \
         "exec taskset -c \$((RANK % $ncpu)) \"\$0\" \"\$@\"" \
         "$t/tools/perftest/.libs/p2p_perftest" -t bw -s "$size" -n $((msgs / 64)) \
-        -w 2 -W 64 -q --csv 2>"$err" >"$err.out"; then
+        -w 2 -W 64 -p "$pool" -q --csv 2>"$err" >"$err.out"; then
         { echo "bw_ab: p2p_perftest failed for $1:"; tail -5 "$err"; } >&2
         rm -f "$err" "$err.out"
         exit 1
@@ -107,7 +112,7 @@ for r in $(seq "$rounds"); do
     done
     echo "$line"
 done
-echo "medians (MiB/s, $size B, UCX_TLS=$tls, $rounds rounds):"
+echo "medians (MiB/s, $size B, UCX_TLS=$tls, $rounds rounds, ucxp2p pool $pool):"
 for i in "${!labels[@]}"; do
     # shellcheck disable=SC2086
     m=$(median ${got[$i]})
