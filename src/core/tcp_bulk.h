@@ -124,6 +124,9 @@ public:
     // (loopback, docs/PERFORMANCE.md 2026-11-29 09:20: one connection
     // moved 512 KiB - 2 MiB messages 1.2-1.3x faster than two).
     static constexpr uint64_t kMinPart = uint64_t(2) << 20;
+    /** The most connections one read uses (P2P_TCP_BULK_LANES' bound;
+     *  a read's state lives on the stack). */
+    static constexpr unsigned kMaxLanes = 16;
 
     /** Read bytes [off, off + len) of send seq, whose buffer starts at
      *  addr in the sender, into dst + off. Any thread; concurrent reads

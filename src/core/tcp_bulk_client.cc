@@ -28,8 +28,7 @@ namespace tcpb {
 
 namespace {
 
-// Connections one read uses at most (a read's state lives on the stack).
-constexpr unsigned kMaxLanes = 16;
+constexpr unsigned kMaxLanes = Client::kMaxLanes;
 // Each connect attempt gives up after this even with a longer io timeout:
 // a published address that does not answer must not hold the next one.
 constexpr uint64_t kConnectCapMs = 2000;

@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/rails.h"
+#include "core/tcp_bulk.h"
 #include "core/ucx_tls.h"
 
 #include <dirent.h>
@@ -19,7 +20,7 @@ namespace tcpb {
 
 namespace {
 
-constexpr uint64_t kMaxLanes = 16;
+constexpr uint64_t kMaxLanes = Client::kMaxLanes;
 
 /** Some RDMA device is listed in sysfs (mlx5, EFA, ...). */
 bool host_has_rdma_device() {
