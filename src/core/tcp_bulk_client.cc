@@ -28,7 +28,6 @@ namespace tcpb {
 
 namespace {
 
-constexpr unsigned kMaxLanes = Client::kMaxLanes;
 // Each connect attempt gives up after this even with a longer io timeout:
 // a published address that does not answer must not hold the next one.
 constexpr uint64_t kConnectCapMs = 2000;
