@@ -217,7 +217,10 @@ p2p_status_t Context::create(const ContextSettings &settings,
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_AM | (wakeup ? UCP_FEATURE_WAKEUP : 0);
     params.mt_workers_shared = 0;
     st = ucp_init(&params, cfg.get(), c->ucp_.out());
-    if (st != UCS_OK && wakeup) {
+    // No transport or device to use (UCX_TLS or UCX_NET_DEVICES name none
+    // here) is not about events: UCX 1.13 selects the same ones with and
+    // without WAKEUP. A retry would only print UCX's error a second time.
+    if (st != UCS_OK && st != UCS_ERR_NO_DEVICE && wakeup) {
         P2P_LOG(P2P_LOG_INFO, "context: ucp_init with wakeup failed (%s), "
                 "retrying without event support", ucs_status_string(st));
         wakeup = false;

@@ -5,6 +5,9 @@
  * transfers, queues.
  */
 #include "api_util.h"
+#include "../ucx_warnings.h"
+
+#include <ucp/api/ucp.h>
 
 #include <cinttypes>
 #include <cstdio>
@@ -251,12 +254,33 @@ TEST(ApiContext, LocalRankQueryReadsThePlannersVariables) {
 
 // A transport list naming nothing this machine has: a distinct status, so
 // a caller can tell a misconfiguration from a failure of UCX itself.
+// UCX says why once: as many warnings and errors as one ucp_init of the
+// same configuration prints (a retry without event support printed them
+// all again).
 TEST(ApiContext, NoUsableTransportIsNoDevice) {
     EnvGuard g("UCX_TLS", "no_such_transport");
+    int once = 0;
+    {
+        p2ptest::UcxWarnings w;
+        ucp_config_t *cfg = nullptr;
+        ASSERT_EQ(UCS_OK, ucp_config_read(nullptr, nullptr, &cfg));
+        ucp_params_t prm = {};
+        prm.field_mask = UCP_PARAM_FIELD_FEATURES;
+        prm.features = UCP_FEATURE_TAG;
+        ucp_context_h ucp = nullptr;
+        EXPECT_EQ(UCS_ERR_NO_DEVICE, ucp_init(&prm, cfg, &ucp));
+        ucp_config_release(cfg);
+        once = w.seen();
+    }
+    p2ptest::UcxWarnings w;
     p2p_context_h ctx = nullptr;
     p2p_status_t st = p2p_context_create(nullptr, &ctx);
     EXPECT_EQ(P2P_ERR_NO_DEVICE, st) << p2p_status_string(st);
     if (st == P2P_OK) p2p_context_destroy(ctx);
+    if (p2ptest::UcxWarnings::audible()) {
+        EXPECT_GE(once, 1) << "UCX printed nothing for a transport it lacks";
+        EXPECT_EQ(once, w.seen()) << "UCX's error was printed more than once";
+    }
 }
 
 // A UCX variable UCX cannot parse: UCX cannot start (the user's value is
