@@ -507,6 +507,23 @@ TEST(Perftest, JsonDocumentWhenTheRunEndsBeforeItsFirstPoint) {
     EXPECT_TRUE(doc.at("complete").b);
 }
 
+// A failure before the bootstrap (no transport UCX can use) names no rank:
+// each process said "rank 0", whichever it was.
+TEST(Perftest, FailureBeforeTheBootstrapNamesNoRank) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run("env UCX_TLS=no_such_transport " + p2prun() +
+                           " -n 2 --timeout 60 -- " + perftest() + " -t lat -s 8 -n 10",
+                       60);
+    EXPECT_NE(0, r.rc) << r.err;
+    const std::string all = r.out + r.err;
+    EXPECT_NE(std::string::npos,
+              all.find("p2p_perftest: p2p_context_create: no usable device or transport"))
+        << all;
+    EXPECT_EQ(std::string::npos, all.find("rank 0: p2p_context_create")) << all;
+}
+
 // The idle ranks of a 3-rank run wait for the end while setup, which they
 // join, runs: their deadline was --timeout x (points + 2) from the start,
 // less than a setup point may take (bounded per iteration): a healthy run

@@ -146,6 +146,14 @@ int fail(Session &s, const char *what, p2p_status_t st) {
     return 1;
 }
 
+/** fail() before the bootstrap named this process's rank: no rank is
+ *  printed (every process would say "rank 0"). */
+int fail_unranked(const char *what, p2p_status_t st) {
+    std::fprintf(stderr, "p2p_perftest: %s: %s (%d)\n", what, p2p_status_string(st),
+                 static_cast<int>(st));
+    return 1;
+}
+
 /** A run that ends before its first point: with --json, rank 0 (every
  *  process, before the bootstrap named the ranks) still prints a document,
  *  "complete": false and no results, as a run that fails later does. */
@@ -163,11 +171,11 @@ int prepare(Session &s) {
     const Options &opts = s.opts;
     p2p_status_t st = s.ctx.create(opts.threads);
     if (st != P2P_OK) {
-        return fail(s, "p2p_context_create", st);
+        return fail_unranked("p2p_context_create", st);
     }
     st = s.boot.create();
     if (st != P2P_OK) {
-        return fail(s, "bootstrap", st);
+        return fail_unranked("bootstrap", st);
     }
     s.rank = s.boot.info().rank;
     s.size = s.boot.info().size;
