@@ -5,6 +5,7 @@
  * api_bootstrap.cc; the registries they share: api_handles.h.
  */
 #include "core/api_handles.h"
+#include "core/comm_send.h"
 #include "core/guard.h"
 #include "core/log.h"
 #include "core/rcu.h"
@@ -146,7 +147,7 @@ post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer, uint32_t tensor_id,
         PostItem item;
         st = check_item(is_send, *c->comm, peer, tensor_id, buffer, length, *m, user_context, &item);
         if (st != P2P_OK) return st;
-        return c->comm->post_single(is_send, item);
+        return is_send ? c->comm->send_single(item) : c->comm->post_single(false, item);
     } catch (...) {
         return caught(is_send ? "send" : "recv");
     }

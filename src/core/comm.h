@@ -88,6 +88,9 @@ public:
      *  that UCX completes inside the call (an eager-short message: see
      *  send_now). */
     p2p_status_t post_single(bool is_send, const PostItem &item);
+    /** post_single(true, item), inline (core/comm_send.h): a send UCX
+     *  completes inside the call never leaves the caller's frame. */
+    inline p2p_status_t send_single(const PostItem &item);
 
     /** Cancel the posted receives from peer tagged tensor_id that no
      *  message has matched yet (p2p_comm_cancel_recv): each completes with
@@ -203,6 +206,12 @@ private:
     /** Send it on ep if UCX can complete it inside the call; true if it did
      *  (nothing sent otherwise). Worker lock held. */
     bool send_imm(const PostItem &it, ucp_ep_h ep);
+    /** Larger messages cannot complete inside a send call (UCX's
+     *  eager-short limit is a few KiB on every transport): not asked to. */
+    static constexpr size_t kImmediateMax = 16384;
+    /** send_single's general path: post_locked of one send that did not
+     *  go at once. Worker lock held. */
+    p2p_status_t send_locked(const PostItem &it, bool *kick);
     /** Send it at once if UCX can complete it inside the call (send_imm),
      *  and queue its completion: no operation record, no in-flight
      *  accounting. False when nothing was sent (the general path then posts

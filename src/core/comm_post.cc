@@ -106,9 +106,6 @@ p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
 }
 
 inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
-    // Larger messages cannot complete inside the call (UCX's eager-short
-    // limit is a few KiB on every transport): do not ask.
-    constexpr size_t kImmediateMax = 16384;
     if (it.length > kImmediateMax || may_single_copy(peers_[it.peer], it)) {
         return false;
     }
@@ -285,6 +282,10 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     // a single-copy request whose answer needs progress).
     *kick = (!is_send || in_flight) && pr.note_post_locked();
     return P2P_OK;
+}
+
+p2p_status_t Comm::send_locked(const PostItem &it, bool *kick) {
+    return post_locked(true, &it, 1, nullptr, /*try_imm=*/false, kick);
 }
 
 bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
