@@ -5,7 +5,7 @@
  * ucp_tag_send_nbx of the process it is loaded into, and RECV_PAD before
  * every ucp_tag_recv_nbx and ucp_tag_msg_recv_nbx (one of the two per
  * message received). E.g. ucx_perftest's tag_bw client, or either rank of
- * p2p_perftest (docs/PERFORMANCE.md, 2026-11-29 16:00). Not built by
+ * p2p_perftest (docs/PERFORMANCE.md, 2026-11-29 15:00). Not built by
  * configure:
  *
  *   cc -O2 -shared -fPIC -o /tmp/send_pad.so tools/bench/send_pad.c -ldl
