@@ -147,7 +147,7 @@ post_single(bool is_send, p2p_comm_h comm_h, uint32_t peer, uint32_t tensor_id,
         PostItem item;
         st = check_item(is_send, *c->comm, peer, tensor_id, buffer, length, *m, user_context, &item);
         if (st != P2P_OK) return st;
-        return is_send ? c->comm->send_single(item) : c->comm->post_single(false, item);
+        return is_send ? c->comm->send_single(item) : c->comm->recv_single(item);
     } catch (...) {
         return caught(is_send ? "send" : "recv");
     }

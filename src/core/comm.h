@@ -84,12 +84,14 @@ public:
      *  synchronous errors; *bad_index_p names the first failed item. */
     p2p_status_t post(bool is_send, const PostItem *items, size_t count,
                       size_t *bad_index_p);
-    /** post(is_send, &item, 1, nullptr), with a shorter path for a send
-     *  that UCX completes inside the call (an eager-short message: see
-     *  send_now). */
-    p2p_status_t post_single(bool is_send, const PostItem &item);
-    /** post_single(true, item), inline (core/comm_send.h): a send UCX
-     *  completes inside the call never leaves the caller's frame. */
+    /** post(false, &item, 1, nullptr), with a shorter path for a receive
+     *  whose message is here (recv_now). */
+    p2p_status_t recv_single(const PostItem &item);
+    /** post(true, &item, 1, nullptr), inline (core/comm_send.h): a send UCX
+     *  completes inside the call (an eager-short message) never leaves the
+     *  caller's frame, and its completion is queued with no operation
+     *  record or in-flight accounting; anything else is posted as post()
+     *  would. */
     inline p2p_status_t send_single(const PostItem &item);
 
     /** Cancel the posted receives from peer tagged tensor_id that no
@@ -212,11 +214,6 @@ private:
     /** send_single's general path: post_locked of one send that did not
      *  go at once. Worker lock held. */
     p2p_status_t send_locked(const PostItem &it, bool *kick);
-    /** Send it at once if UCX can complete it inside the call (send_imm),
-     *  and queue its completion: no operation record, no in-flight
-     *  accounting. False when nothing was sent (the general path then posts
-     *  it). Worker lock held. */
-    bool send_now(const PostItem &it);
     /** A receive whose message is already here (in UCX's unexpected
      *  queue) takes it at once: small data lands in the user's buffer and
      *  its completion is queued with no operation record; anything else (a
@@ -308,7 +305,7 @@ private:
         op->length = it.length;
     }
     /** Queue the success of it, finished inside its post with no operation
-     *  record (send_now, recv_now, send_imm); counted: it was added to the
+     *  record (send_single, recv_now, send_imm); counted: it was added to the
      *  queue's pending count. Worker lock held. */
     void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes, bool counted) {
         cq_[q].push_ok(it.user_context, it.peer, it.tensor_id, bytes, counted);

@@ -1,7 +1,7 @@
 /*
  * Posting: the general path of sends and receives (batches, and single
  * posts that cannot finish inside the call) and the short paths of single
- * posts that can (send_now, recv_now). See core/comm.h.
+ * posts that can (send_single in core/comm_send.h, recv_now). See core/comm.h.
  */
 #include "core/comm.h"
 #include "core/stack_buf.h"
@@ -82,17 +82,12 @@ p2p_status_t Comm::post(bool is_send, const PostItem *items, size_t count,
     return P2P_OK;
 }
 
-p2p_status_t Comm::post_single(bool is_send, const PostItem &item) {
+p2p_status_t Comm::recv_single(const PostItem &item) {
     bool kick = false;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        bool done = false;
-        if (!shut_.load()) {
-            done = is_send ? send_now(item) : probe_due() && recv_now(item, &kick);
-        }
-        if (!done) {
-            // send_now found it cannot finish inside the call: no retry.
-            p2p_status_t st = post_locked(is_send, &item, 1, nullptr,
+        if (shut_.load() || !probe_due() || !recv_now(item, &kick)) {
+            p2p_status_t st = post_locked(false, &item, 1, nullptr,
                                           /*try_imm=*/false, &kick);
             if (st != P2P_OK) {
                 return st;
@@ -116,18 +111,6 @@ inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
     // resources, or an error the general path meets again and reports).
     return ucp_tag_send_nbx(ep, it.buffer, it.length,
                             make_tag(tag_base_, rank_, it.tensor_id), &prm) == nullptr;
-}
-
-bool Comm::send_now(const PostItem &it) {
-    // Room for its completion first: it is queued once the message is
-    // sent, when failing is too late (and the general path reserves too).
-    cq_[P2P_QUEUE_SEND].reserve(1);
-    ucp_ep_h ep = peers_[it.peer].ep;
-    if (ep == nullptr || it.mem->dead || !send_imm(it, ep)) {
-        return false;
-    }
-    queue_done(P2P_QUEUE_SEND, it, it.length, /*counted=*/false);
-    return true;
 }
 
 bool Comm::recv_now(const PostItem &it, bool *kick) {
@@ -200,8 +183,9 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     return true;
 }
 
-// Always inline: post_single's copy, with count 1, loses the loops and
-// the staging buffer (~50 instructions per receive that waits).
+// Always inline: the single posts' copies (recv_single, send_locked), with
+// count 1, lose the loops and the staging buffer (~50 instructions per
+// receive that waits).
 __attribute__((always_inline)) inline p2p_status_t
 Comm::post_locked(bool is_send, const PostItem *items, size_t count,
                   size_t *bad_index_p, bool try_imm, bool *kick) {

@@ -1,14 +1,15 @@
 /*
  * Comm::send_single: the per-message path of p2p_comm_send, inline in the
- * API call. Only api.cc includes it.
+ * API call.
  *
  * An 8-byte message over shared memory costs UCX ~150 instructions to
  * send; what the library adds decides the message rate (docs/PERFORMANCE.md,
  * 2026-11-29 15:00: ~100 more instructions per send cost p2p_perftest 5%
- * of its rate; ~300 more cost ucx_perftest's own sender 28%). So the common case -- a connected peer, a
- * message UCX sends inside the call -- runs here in one frame: no
- * PostItem in memory, no call but UCX's. Anything else takes the general
- * path (post_locked) under the same lock hold.
+ * of its rate; ~300 more cost ucx_perftest's own sender 28%). So the
+ * common case -- a connected peer, a message UCX sends inside the call --
+ * runs in the caller's frame: no PostItem in memory, no call but UCX's.
+ * Anything else takes the general path (post_locked) under the same lock
+ * hold. Only api.cc includes it.
  */
 #ifndef UCXP2P_CORE_COMM_SEND_H
 #define UCXP2P_CORE_COMM_SEND_H

@@ -22,7 +22,7 @@ namespace ucxp2p {
 class Comm;
 
 /** One posted operation; lives until its completion is queued. A single
- *  post that finishes inside the call (Comm::send_now, Comm::recv_now)
+ *  post that finishes inside the call (Comm::send_single, Comm::recv_now)
  *  needs none: its completion is queued directly. */
 struct Op {
     Comm *comm = nullptr;

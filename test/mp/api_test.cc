@@ -269,6 +269,7 @@ TEST(ApiContext, NoUsableTransportIsNoDevice) {
         prm.features = UCP_FEATURE_TAG;
         ucp_context_h ucp = nullptr;
         EXPECT_EQ(UCS_ERR_NO_DEVICE, ucp_init(&prm, cfg, &ucp));
+        if (ucp != nullptr) ucp_cleanup(ucp);
         ucp_config_release(cfg);
         once = w.seen();
     }
