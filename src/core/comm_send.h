@@ -7,7 +7,7 @@
  * 2026-11-29 15:00: ~100 more instructions per send cost p2p_perftest 5%
  * of its rate; ~300 more cost ucx_perftest's own sender 28%). So the
  * common case -- a connected peer, a message UCX sends inside the call --
- * runs in the caller's frame: no PostItem in memory, no call but UCX's.
+ * runs in the caller's frame, with no call but UCX's.
  * Anything else takes the general path (post_locked) under the same lock
  * hold. Only api.cc includes it.
  */
