@@ -4,6 +4,7 @@
  * posts that can (send_single in core/comm_send.h, recv_now). See core/comm.h.
  */
 #include "core/comm.h"
+#include "core/comm_send.h"
 #include "core/stack_buf.h"
 
 namespace ucxp2p {
@@ -98,19 +99,6 @@ p2p_status_t Comm::recv_single(const PostItem &item) {
         ctx_->progress().kick();
     }
     return P2P_OK;
-}
-
-inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
-    if (it.length > kImmediateMax || may_single_copy(peers_[it.peer], it)) {
-        return false;
-    }
-    ucp_request_param_t prm;
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    prm.memh = it.mem->memh;
-    // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing sent (no
-    // resources, or an error the general path meets again and reports).
-    return ucp_tag_send_nbx(ep, it.buffer, it.length,
-                            make_tag(tag_base_, rank_, it.tensor_id), &prm) == nullptr;
 }
 
 bool Comm::recv_now(const PostItem &it, bool *kick) {

@@ -9,7 +9,8 @@
  * common case -- a connected peer, a message UCX sends inside the call --
  * runs in the caller's frame, with no call but UCX's.
  * Anything else takes the general path (post_locked) under the same lock
- * hold. Only api.cc includes it.
+ * hold. Also Comm::send_imm, which the batches' sends try first
+ * (comm_post.cc). api.cc and comm_post.cc include it.
  */
 #ifndef UCXP2P_CORE_COMM_SEND_H
 #define UCXP2P_CORE_COMM_SEND_H
@@ -18,27 +19,31 @@
 
 namespace ucxp2p {
 
+inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
+    if (it.length > kImmediateMax || may_single_copy(peers_[it.peer], it)) {
+        return false;
+    }
+    ucp_request_param_t prm;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    prm.memh = it.mem->memh;
+    // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing sent (no
+    // resources, or an error the general path meets again and reports).
+    return ucp_tag_send_nbx(ep, it.buffer, it.length,
+                            make_tag(tag_base_, rank_, it.tensor_id), &prm) == nullptr;
+}
+
 __attribute__((always_inline)) inline p2p_status_t Comm::send_single(const PostItem &it) {
     bool kick = false;
     p2p_status_t st;
     {
         std::lock_guard<Mutex> lock(ctx_->worker_mu());
-        const Peer &p = peers_[it.peer];
-        if (__builtin_expect(it.length <= kImmediateMax && p.ep != nullptr && !shut_.load() &&
-                                 !it.mem->dead && !may_single_copy(p, it),
-                             1)) {
+        ucp_ep_h ep = peers_[it.peer].ep;
+        if (__builtin_expect(ep != nullptr && !shut_.load() && !it.mem->dead, 1)) {
             // Room for its completion first: it is queued once the message
             // is sent, when failing is too late (may throw: nothing sent).
             CompletionQueue &q = cq_[P2P_QUEUE_SEND];
             q.reserve(1);
-            ucp_request_param_t prm;
-            prm.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-            prm.memh = it.mem->memh;
-            // FORCE_IMM_CMPL: done inside the call (UCS_OK), or nothing
-            // sent (no resources, or an error the general path meets again
-            // and reports).
-            if (ucp_tag_send_nbx(p.ep, it.buffer, it.length,
-                                 make_tag(tag_base_, rank_, it.tensor_id), &prm) == nullptr) {
+            if (send_imm(it, ep)) {
                 q.push_ok(it.user_context, it.peer, it.tensor_id, it.length, /*counted=*/false);
                 return P2P_OK;
             }
