@@ -7,10 +7,10 @@
  * 2026-11-29 15:00: ~100 more instructions per send cost p2p_perftest 5%
  * of its rate; ~300 more cost ucx_perftest's own sender 28%). So the
  * common case -- a connected peer, a message UCX sends inside the call --
- * runs in the caller's frame, with no call but UCX's.
- * Anything else takes the general path (post_locked) under the same lock
- * hold. Also Comm::send_imm, which the batches' sends try first
- * (comm_post.cc). api.cc and comm_post.cc include it.
+ * runs in the caller's frame, with no call but UCX's. Anything else takes
+ * the general path (post_locked) under the same lock hold. Also here:
+ * Comm::send_imm, which the batches' sends try first (comm_post.cc).
+ * api.cc and comm_post.cc include it.
  */
 #ifndef UCXP2P_CORE_COMM_SEND_H
 #define UCXP2P_CORE_COMM_SEND_H
@@ -41,10 +41,9 @@ __attribute__((always_inline)) inline p2p_status_t Comm::send_single(const PostI
         if (__builtin_expect(ep != nullptr && !shut_.load() && !it.mem->dead, 1)) {
             // Room for its completion first: it is queued once the message
             // is sent, when failing is too late (may throw: nothing sent).
-            CompletionQueue &q = cq_[P2P_QUEUE_SEND];
-            q.reserve(1);
+            cq_[P2P_QUEUE_SEND].reserve(1);
             if (send_imm(it, ep)) {
-                q.push_ok(it.user_context, it.peer, it.tensor_id, it.length, /*counted=*/false);
+                queue_done(P2P_QUEUE_SEND, it, it.length, /*counted=*/false);
                 return P2P_OK;
             }
         }
