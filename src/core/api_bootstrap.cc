@@ -23,17 +23,8 @@ p2p_status_t p2p_bootstrap_create(p2p_bootstrap_type_t type, p2p_bootstrap_h *bo
         p2p_status_t st = bootstrap_create(raw_type, &bs);
         if (st != P2P_OK) return st;
         log_set_rank(static_cast<int>(bs->rank()));
-        auto e = std::make_unique<BootstrapEntry>();
-        e->info.rank = bs->rank();
-        e->info.size = bs->size();
-        e->info.local_rank = bs->local_rank();
-        e->info.local_size = bs->local_size();
-        e->info.name = bs->name();
-        e->bs = std::move(bs);
-        uint64_t id = g_bootstraps.add(std::move(e));
-        if (id == 0) return P2P_ERR_NO_MEMORY;
-        *bootstrap_p = handle_from_id<p2p_bootstrap_h>(id);
-        return P2P_OK;
+        *bootstrap_p = bootstrap_handle(std::move(bs));
+        return *bootstrap_p != nullptr ? P2P_OK : P2P_ERR_NO_MEMORY;
     });
 }
 

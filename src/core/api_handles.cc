@@ -57,6 +57,17 @@ const bool g_fork_handlers = [] {
 
 }  // namespace
 
+p2p_bootstrap_h bootstrap_handle(std::unique_ptr<Bootstrap> bs) {
+    auto e = std::make_unique<BootstrapEntry>();
+    e->info.rank = bs->rank();
+    e->info.size = bs->size();
+    e->info.local_rank = bs->local_rank();
+    e->info.local_size = bs->local_size();
+    e->info.name = bs->name();
+    e->bs = std::move(bs);
+    return handle_from_id<p2p_bootstrap_h>(g_bootstraps.add(std::move(e)));
+}
+
 /** At exit, stop progress threads of contexts the application did not
  *  destroy, before UCX's own library destructors run. */
 void stop_all_progress() {

@@ -48,6 +48,11 @@ extern Registry<BootstrapEntry> &g_bootstraps;
 extern Registry<CommEntry> &g_comms;
 extern Registry<MemEntry> &g_mems;
 
+/** Register bs as a bootstrap handle (p2p_bootstrap_create; tests whose
+ *  ranks are threads register jobs of their own). nullptr when every slot
+ *  is taken. Throws std::bad_alloc. */
+p2p_bootstrap_h bootstrap_handle(std::unique_ptr<Bootstrap> bs);
+
 /** Stop the progress threads of contexts never destroyed (registered with
  *  atexit by the first p2p_context_create). */
 void stop_all_progress();

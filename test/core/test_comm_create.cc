@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "wireup/bootstrap.h"
 #include "core_util.h"
+#include "thread_job.h"
 #include "../scoped_env.h"
 
 #include <gtest/gtest.h>
@@ -30,25 +31,10 @@
 #include <vector>
 
 using namespace ucxp2p;
+using coretest::FakeJob;
+using coretest::PairExchange;
 
 namespace {
-
-/** Rank `rank` of a job of `size` ranks, all on one host; its exchange is
- *  the subclass's. */
-class FakeJob : public Bootstrap {
-public:
-    FakeJob(uint32_t size, uint32_t rank) : size_(size), rank_(rank) {}
-    uint32_t rank() const override { return rank_; }
-    uint32_t size() const override { return size_; }
-    uint32_t local_rank() const override { return 0; }
-    uint32_t local_size() const override { return 1; }
-    const char *name() const override { return "fake"; }
-    p2p_status_t barrier() override { return P2P_OK; }
-    void abort(const char *) override {}
-
-private:
-    uint32_t size_, rank_;
-};
 
 /** A job whose exchange fails (and is counted). */
 class FailingBootstrap : public FakeJob {
@@ -214,33 +200,6 @@ TEST_F(CommCreate, ConcurrentSingleRankCreatesOnOneContextBothGetAnId) {
 }
 
 namespace {
-
-/** The exchange of a two-rank job whose ranks are threads of this process. */
-struct PairExchange {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::vector<uint8_t> blobs[2];
-    std::vector<std::vector<uint8_t>> done;  // the last round's result
-    uint64_t rounds = 0;
-    int in = 0;
-    p2p_status_t swap(uint32_t rank, const std::vector<uint8_t> &mine,
-                      std::vector<std::vector<uint8_t>> *all) {
-        std::unique_lock<std::mutex> lock(mu);
-        const uint64_t round = rounds;
-        blobs[rank] = mine;
-        if (++in == 2) {
-            done = {blobs[0], blobs[1]};
-            in = 0;
-            ++rounds;
-            cv.notify_all();
-        } else if (!cv.wait_for(lock, std::chrono::seconds(10),
-                                [&] { return rounds != round; })) {
-            return P2P_ERR_TIMEOUT;
-        }
-        *all = done;  // the next round cannot end before this rank joins it
-        return P2P_OK;
-    }
-};
 
 /** Rank `rank` of a two-rank job exchanging through ex; its first
  *  exchange meets the other three creates of the round first. */
