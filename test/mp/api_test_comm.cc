@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <fstream>
 #include <set>
+#include <string>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <vector>
@@ -219,9 +220,10 @@ TEST_F(ApiFixture, ReusedIdDoesNotMatchTheOldCommunicatorsMessages) {
 
 TEST_F(ApiFixture, PostErrorsQueueNothing) {
     const size_t kLen = 4096;
-    Buf b(kLen), other(kLen), gone_buf(64);
-    p2p_mem_h mem = nullptr, gone = nullptr, foreign = nullptr;
+    Buf b(kLen), b2(64), other(kLen), gone_buf(64);
+    p2p_mem_h mem = nullptr, mem2 = nullptr, gone = nullptr, foreign = nullptr;
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), kLen, &mem));
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b2.data(), 64, &mem2));
     ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, gone_buf.data(), 64, &gone));
     ASSERT_EQ(P2P_OK, p2p_mem_deregister(gone));
     p2p_context_h ctx2 = nullptr;
@@ -271,16 +273,24 @@ TEST_F(ApiFixture, PostErrorsQueueNothing) {
         EXPECT_EQ(c.want, p2p_comm_recv(c.comm, c.peer, 1, c.buf, c.len, c.mem,
                                         nullptr))
             << "recv: " << c.name;
-        p2p_block_t blk[3] = {{0, 2, d, 8, mem, nullptr},
-                              {c.peer, 1, c.buf, c.len, c.mem, nullptr},
-                              {0, 3, d, 8, mem, nullptr}};
-        size_t bad = 99;
-        if (c.comm == comm_) {
-            EXPECT_EQ(c.want, p2p_comm_send_batch(c.comm, blk, 3, &bad)) << c.name;
-            EXPECT_EQ(1u, bad) << c.name;
-            bad = 99;
-            EXPECT_EQ(c.want, p2p_comm_recv_batch(c.comm, blk, 3, &bad)) << c.name;
-            EXPECT_EQ(1u, bad) << c.name;
+        // In a batch, the bad block after one on the same registration and
+        // after one on another (a batch looks a registration up once per
+        // run of blocks naming it: both checks must hold).
+        for (p2p_mem_h first : {mem, mem2}) {
+            uint8_t *fd = first == mem ? d : b2.data();
+            p2p_block_t blk[3] = {{0, 2, fd, 8, first, nullptr},
+                                  {c.peer, 1, c.buf, c.len, c.mem, nullptr},
+                                  {0, 3, d, 8, mem, nullptr}};
+            const std::string what =
+                std::string(c.name) + (first == mem ? "" : ", after another registration");
+            size_t bad = 99;
+            if (c.comm == comm_) {
+                EXPECT_EQ(c.want, p2p_comm_send_batch(c.comm, blk, 3, &bad)) << what;
+                EXPECT_EQ(1u, bad) << what;
+                bad = 99;
+                EXPECT_EQ(c.want, p2p_comm_recv_batch(c.comm, blk, 3, &bad)) << what;
+                EXPECT_EQ(1u, bad) << what;
+            }
         }
         EXPECT_EQ(0u, pending(P2P_QUEUE_SEND)) << c.name;
         EXPECT_EQ(0u, pending(P2P_QUEUE_RECV)) << c.name;
@@ -308,6 +318,7 @@ TEST_F(ApiFixture, PostErrorsQueueNothing) {
     EXPECT_EQ(P2P_OK, wait_one(P2P_QUEUE_SEND).status);
 
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem2));
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(foreign));
     EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx2));
 }
