@@ -29,6 +29,7 @@
  *   linger-killed         a lingering endpoint whose peer dies is closed
  *   cma-split-destroy [late]  destroy with a split receive still in flight
  *   copy-unlocked [split]  posts go on while a large copy is held
+ *   cma-copy-fails [write]  a failed single-copy read (write) fails both sides, once
  *   cma-forked            rank 0 is a child forked after the library ran
  *   shared-window [rounds]  4 MiB windows and streams into one shared buffer
  */
@@ -169,6 +170,7 @@ int main(int argc, char **argv) {
         {"cma-split-wait", mp::run_cma_split_wait},
         {"cma-split-destroy", mp::run_cma_split_destroy},
         {"copy-unlocked", mp::run_copy_unlocked},
+        {"cma-copy-fails", mp::run_cma_copy_fails},
         {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},

@@ -11,11 +11,18 @@
  *       must return (before, they waited for the worker lock as long as the
  *       copy took). A watchdog lets a held copy go after 20 s and the rank
  *       then fails. Every message must then arrive intact.
+ *   cma-copy-fails [write]  rank 0 sends 4 MiB to rank 1 by single copy,
+ *       and rank 1's read fails (ENOMEM from its process_vm_readv, once;
+ *       `write`: rank 0's write of the tail of a split copy, from its
+ *       process_vm_writev): both the receive and the send complete with
+ *       P2P_ERR_TRANSPORT; the next 4 MiB message goes single copy again
+ *       and arrives intact.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -40,6 +47,22 @@ void hold_if_large(const struct iovec *iov, unsigned long n) {
     while (!g_open.load()) usleep(1000);
 }
 
+// The fault: while set, the first copy of kHoldFrom bytes or more fails
+// with this errno (and the fault is cleared).
+std::atomic<int> g_fail_errno{0};
+
+// Copies of kHoldFrom bytes or more made (or failed) here.
+std::atomic<uint64_t> g_large_copies{0};
+
+/** The errno to fail this call with (0: none). */
+int fault_if_large(const struct iovec *iov, unsigned long n) {
+    size_t total = 0;
+    for (unsigned long i = 0; i < n; ++i) total += iov[i].iov_len;
+    if (total < kHoldFrom) return 0;
+    g_large_copies.fetch_add(1);
+    return g_fail_errno.exchange(0);
+}
+
 using VmFn = ssize_t (*)(pid_t, const struct iovec *, unsigned long,
                          const struct iovec *, unsigned long, unsigned long);
 
@@ -52,6 +75,10 @@ VmFn real_vm_fn(const char *name) { return reinterpret_cast<VmFn>(dlsym(RTLD_NEX
         pid_t pid, const struct iovec *local, unsigned long liovcnt,                   \
         const struct iovec *remote, unsigned long riovcnt, unsigned long flags) {      \
         static const VmFn real = real_vm_fn(#name);                                    \
+        if (const int e = fault_if_large(local, liovcnt)) {                            \
+            errno = e;                                                                 \
+            return -1;                                                                 \
+        }                                                                              \
         hold_if_large(local, liovcnt);                                                 \
         return real(pid, local, liovcnt, remote, riovcnt, flags);                      \
     }
@@ -121,6 +148,48 @@ void run_copy_unlocked(int argc, char **argv) {
     check_pattern(rx.data(), 64, peer, me, 10 + peer, "copy-unlocked small");
     r.barrier();
     say("copy-unlocked ok");
+    r.finish();
+}
+
+namespace {
+
+void check_transport_error(const Xfer &x, const p2p_completion_t &c) {
+    MP_CHECK(c.status == P2P_ERR_TRANSPORT,
+             "%s of tensor %u whose single-copy read failed completed with %d (%s), "
+             "expected P2P_ERR_TRANSPORT", x.is_send ? "send" : "receive", x.tid,
+             static_cast<int>(c.status), p2p_status_string(c.status));
+}
+
+} // namespace
+
+void run_cma_copy_fails(int argc, char **argv) {
+    const bool write = argc > 0 && std::strcmp(argv[0], "write") == 0;
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "cma-copy-fails");
+    MP_CHECK(r.size() == 2, "cma-copy-fails needs 2 ranks");
+    const uint32_t me = r.rank(), peer = 1 - me;
+    const size_t kLen = size_t(4) << 20;
+    RegBuf first(r.ctx(), kLen, 0), second(r.ctx(), kLen, 0);
+    const bool faulty = me == (write ? 0u : 1u);  // the rank whose copy fails
+    if (faulty) g_fail_errno.store(ENOMEM);
+    for (uint32_t tid : {7u, 8u}) {
+        RegBuf &b = tid == 7 ? first : second;
+        const uint64_t copies = g_large_copies.load();
+        if (me == 0) {
+            fill_pattern(b.data(), kLen, 0, 1, tid);
+            MP_OK(p2p_comm_send(r.comm(), 1, tid, b.data(), kLen, b.mem(), ctx_of(0)));
+        } else {
+            MP_OK(p2p_comm_recv(r.comm(), 0, tid, b.data(), kLen, b.mem(), ctx_of(0)));
+        }
+        collect(r.comm(), {{me == 0, peer, tid, kLen, 0}}, 60,
+                tid == 7 ? check_transport_error : check_ok);
+        MP_CHECK(!faulty || g_large_copies.load() > copies, "message %u: the %s never "
+                 "reached process_vm_%s (single copy off?)", tid, write ? "write" : "read",
+                 write ? "writev" : "readv");
+    }
+    if (me == 1) check_pattern(second.data(), kLen, 0, 1, 8, "cma-copy-fails");
+    r.barrier();
+    say("cma-copy-fails ok");
     r.finish();
 }
 

@@ -489,6 +489,25 @@ TEST_P(MpTest, PostsGoOnWhileALargeCopyRuns2Ranks) {
     }
 }
 
+// A single-copy read that fails (the receiver's process_vm_readv gives
+// ENOMEM once), and the sender's write of a split copy's tail that does:
+// the receive and the send both complete with P2P_ERR_TRANSPORT, logged
+// on the rank whose copy failed, and the next message goes single copy
+// again and arrives intact. Over tcp with cma, so that single copy is on.
+TEST_P(MpTest, FailedSingleCopyFailsBothSidesOnce2Ranks) {
+    for (const char *mode : {"", "write"}) {
+        RunSpec s;
+        s.args = {"cma-copy-fails"};
+        if (*mode != '\0') s.args.push_back(mode);
+        if (is_tcp(GetParam())) s.env.push_back("UCX_TLS=tcp,cma,self");
+        const std::string out = expect_pass(s, "cma-copy-fails ok");
+        const char *logged = *mode != '\0'
+                                 ? "single-copy write of 2097152 bytes to rank 1 failed"
+                                 : "single-copy read of 4194304 bytes from rank 0 failed";
+        EXPECT_EQ(1u, count(out, logged)) << out;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, MpTest,
                          ::testing::Values(kShm, kTcp, kShmSerial, kTcpSerial),
                          [](const ::testing::TestParamInfo<Transport> &i) {
