@@ -145,6 +145,52 @@ TEST(ApiContext, BadConfigFieldValues) {
     }
 }
 
+// A field named in field_mask is taken instead of its P2P_* variable: with
+// the variable malformed (which alone fails the create, BadEnvironmentValues)
+// and a valid field, at both ends of the field's range, the create succeeds.
+TEST(ApiContext, ConfigFieldsOverrideTheirVariables) {
+    struct Field {
+        const char *var;
+        uint64_t bit;
+        void (*set)(p2p_config_t *c, bool high);
+    };
+    const Field fields[] = {
+        {"P2P_PROGRESS", P2P_CONFIG_FIELD_PROGRESS_MODE,
+         [](p2p_config_t *c, bool high) {
+             c->progress_mode = high ? P2P_PROGRESS_EVENT : P2P_PROGRESS_ADAPTIVE;
+         }},
+        {"P2P_SPIN_US", P2P_CONFIG_FIELD_SPIN_US,
+         [](p2p_config_t *c, bool high) { c->spin_us = high ? 1000000u : 0u; }},
+        {"P2P_PEER_TIMEOUT_MS", P2P_CONFIG_FIELD_PEER_TIMEOUT_MS,
+         [](p2p_config_t *c, bool high) { c->peer_timeout_ms = high ? 3600000u : 10u; }},
+        {"P2P_LOG_LEVEL", P2P_CONFIG_FIELD_LOG_LEVEL,
+         [](p2p_config_t *c, bool high) {
+             c->log_level = high ? P2P_LOG_TRACE : P2P_LOG_ERROR;
+         }},
+        {"P2P_THREAD_MODE", P2P_CONFIG_FIELD_THREAD_MODE,
+         [](p2p_config_t *c, bool high) {
+             c->thread_mode = high ? P2P_THREAD_SERIALIZED : P2P_THREAD_MULTI;
+         }},
+    };
+    for (const Field &f : fields) {
+        EnvGuard bad(f.var, "malformed!");
+        p2p_context_h ctx = nullptr;
+        ASSERT_EQ(P2P_ERR_INVALID_PARAM, p2p_context_create(nullptr, &ctx))
+            << f.var << " malformed alone must fail the create";
+        for (bool high : {false, true}) {
+            p2p_config_t cfg{};
+            cfg.field_mask = f.bit;
+            f.set(&cfg, high);
+            EXPECT_EQ(P2P_OK, p2p_context_create(&cfg, &ctx))
+                << f.var << " (" << (high ? "highest" : "lowest") << " field value)";
+            if (ctx != nullptr) {
+                EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+            }
+            ctx = nullptr;
+        }
+    }
+}
+
 TEST(ApiContext, BadEnvironmentValues) {
     const std::pair<const char *, const char *> bad[] = {
         {"P2P_PROGRESS", "bogus"},  {"P2P_PROGRESS", "busy2"},
