@@ -119,7 +119,8 @@ size_t split_threshold();
 /** Where the sender's part of a split message of len bytes starts. */
 uint64_t split_offset(uint64_t len);
 
-/** Rendezvous request: travels as the payload of a KIND_RTS message. */
+/** Rendezvous request: travels as the payload of a DATA message with the
+ *  send's own tag (core/comm_tag.h), told apart by its size and magic. */
 struct Rts {
     uint32_t magic;
     uint32_t seq;

@@ -44,19 +44,17 @@ void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info,
              void *user_data) {
     Op *op = static_cast<Op *>(user_data);
     size_t length = (st == UCS_OK && info != nullptr) ? info->length : 0;
-    uint64_t tag = info != nullptr ? info->sender_tag : 0;
     if (op->posting) {  // inside ucp_tag_recv_nbx: the poster finishes it
         op->done_in_post = true;
         op->post_status = st;
         op->post_bytes = length;
-        op->post_tag = tag;
         return;
     }
     if (op->comm == nullptr) {
         orphan_done(op, request);
         return;
     }
-    op->comm->recv_done(op, st, length, tag);
+    op->comm->recv_done(op, st, length);
     ucp_request_free(request);
 }
 

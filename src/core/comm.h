@@ -110,8 +110,9 @@ public:
             complete_error(op, st);
         }
     }
-    /** A receive's UCX request finished: data, or an RTS to act on. */
-    void recv_done(Op *op, ucs_status_t st, size_t bytes, uint64_t tag);
+    /** A receive's UCX request finished: data, or an RTS to act on
+     *  (is_rts). */
+    void recv_done(Op *op, ucs_status_t st, size_t bytes);
     /** A single-copy send's ACK receive finished. */
     void ack_done(Op *op, ucs_status_t st);
     /** A split receive's WDONE receive finished. */
@@ -235,9 +236,20 @@ private:
     bool probe_due() {
         return probe_misses_ < kProbeMisses || ++probe_tick_ % kProbeEvery == 0;
     }
-    /** The tag mask of a user receive from peer (kUserRecvMask, kFullMask). */
-    uint64_t user_mask(uint32_t peer) const {
-        return peers_[peer].cma ? kUserRecvMask : kFullMask;
+    /** A message of bytes from peer, landed at payload, is a single-copy
+     *  request (core/comm_tag.h: they travel as DATA): peer sends them,
+     *  and it has their size and magic. */
+    bool is_rts(uint32_t peer, const void *payload, size_t bytes) const {
+        if (bytes != sizeof(cma::Rts) || !peers_[peer].cma) return false;
+        uint32_t magic;
+        std::memcpy(&magic, payload, sizeof(magic));
+        return magic == cma::kRtsMagic;
+    }
+    /** A send of it to p would read as a single-copy request (is_rts):
+     *  it goes by the request protocol instead, whatever its size. */
+    bool mimics_rts(const Peer &p, const PostItem &it) const {
+        return it.length == sizeof(cma::Rts) && p.cma &&
+               is_rts(it.peer, it.buffer, it.length);
     }
     /** The send may go single copy (core/cma.h) rather than through UCX:
      *  it does unless the chooser says otherwise (wants_single_copy). */

@@ -67,21 +67,15 @@ ucs_status_t send_ctl(ucp_ep_h ep, uint64_t tag, const T &msg) {
 
 } // namespace
 
-void Comm::recv_done(Op *op, ucs_status_t st, size_t bytes, uint64_t tag) {
+void Comm::recv_done(Op *op, ucs_status_t st, size_t bytes) {
     if (op->stage == Op::RECV_PUSH) {
         complete(op, st, bytes);
         return;
     }
-    if (st == UCS_OK && tag_kind(tag) == KIND_RTS) {
+    const void *landed = op->bounced ? op->bounce : op->buffer;
+    if (st == UCS_OK && is_rts(op->entry.peer, landed, bytes)) {
         cma::Rts rts;
-        std::memcpy(&rts, op->bounced ? op->bounce : op->buffer,
-                    std::min(bytes, sizeof(rts)));
-        if (bytes != sizeof(rts) || rts.magic != cma::kRtsMagic) {
-            P2P_LOG(P2P_LOG_ERROR, "comm %u: malformed single-copy request "
-                    "from rank %u (%zu bytes)", id_, op->entry.peer, bytes);
-            finish(op, P2P_ERR_TRANSPORT, 0);
-            return;
-        }
+        std::memcpy(&rts, landed, sizeof(rts));
         on_rts(op, rts);
         return;
     }
@@ -391,7 +385,7 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
         ctx_->bulk()->offer(op->seq, it.buffer, it.length);
         op->offered = true;
     }
-    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id, KIND_RTS), rts);
+    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id), rts);
     if (st != UCS_OK) {
         op->rts_status = st;
         op->split = 0;  // nobody got the request: nobody waits for a WDONE

@@ -26,7 +26,7 @@ void bounce(Op *op, void **dst, size_t *len, ucp_request_param_t *prm) {
 bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
     ucp_tag_recv_info_t info;
     return ucp_tag_probe_nb(ctx_->worker(), make_tag(tag_base_, peer, tensor_id),
-                            user_mask(peer), 0, &info) != nullptr;
+                            kFullMask, 0, &info) != nullptr;
 }
 
 __attribute__((noinline, cold)) void Comm::take_in_before_connecting() {
@@ -113,7 +113,7 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     ucp_worker_h worker = ctx_->worker();
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(tag_base_, it.peer, it.tensor_id),
-                                             user_mask(it.peer), 1, &info);
+                                             kFullMask, 1, &info);
     if (msg == nullptr) {
         probe_misses_ += probe_misses_ < kProbeMisses ? 1 : 0;
         return false;
@@ -121,7 +121,9 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     probe_misses_ = 0;
     // Removed from UCX's queue: from here on this call must receive it.
     Op *op = spare_;
-    const bool data = tag_kind(info.sender_tag) == KIND_DATA;
+    // A single-copy request has its size (and its magic, which only the
+    // payload shows: recv_done looks).
+    const bool data = info.length != sizeof(cma::Rts) || !p.cma;
     ucp_request_param_t prm;
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                        UCP_OP_ATTR_FIELD_MEMH;
@@ -130,10 +132,10 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     prm.memh = it.mem->memh;
     void *dst = it.buffer;
     size_t len = it.length;
-    if (!data && len < sizeof(cma::Rts)) {  // a single-copy request
+    if (!data && len < sizeof(cma::Rts)) {  // maybe a single-copy request
         bounce(op, &dst, &len, &prm);
     } else if (!data && copies_ != 0) {
-        settle_copies_into(dst, len);  // the request lands in dst
+        settle_copies_into(dst, len);  // a request would land in dst
     }
     op->posting = true;
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, dst, len, msg, &prm);
@@ -159,13 +161,13 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
         if (UCS_PTR_IS_PTR(r)) {
             ucp_request_free(r);
         }
-        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+        recv_done(op, op->post_status, op->post_bytes);
     } else if (UCS_PTR_IS_PTR(r)) {
         op->request = r;
         link(op);
     } else {
         ucs_status_t st = UCS_PTR_STATUS(r);
-        recv_done(op, st, st == UCS_OK ? info.length : 0, info.sender_tag);
+        recv_done(op, st, st == UCS_OK ? info.length : 0);
     }
     *kick = pr.note_post_locked();
     return true;
@@ -264,7 +266,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     Op *op = alloc_op();  // from the cache post_locked filled: no throw
     fill_op(op, is_send, it);
     Peer &peer = peers_[it.peer];
-    if (is_send && wants_single_copy(op, peer, it)) {
+    if (is_send && (mimics_rts(peer, it) || wants_single_copy(op, peer, it))) {
         post_rts(op, it, ep);
         return true;  // waits for the receiver's answer
     }
@@ -297,8 +299,8 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
             settle_copies_into(dst, len);  // a request may land in dst
         }
         req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
-                               make_tag(tag_base_, it.peer, it.tensor_id),
-                               user_mask(it.peer), &prm);
+                               make_tag(tag_base_, it.peer, it.tensor_id), kFullMask,
+                               &prm);
     }
     op->posting = false;
     if (op->done_in_post) {
@@ -310,7 +312,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
             return false;
         }
         probe_misses_ = 0;  // its message was waiting: recv_now looks again
-        recv_done(op, op->post_status, op->post_bytes, op->post_tag);
+        recv_done(op, op->post_status, op->post_bytes);
         return true;  // receives are reported in flight (see post())
     }
     if (UCS_PTR_IS_PTR(req)) {

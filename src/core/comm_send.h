@@ -20,7 +20,8 @@
 namespace ucxp2p {
 
 inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
-    if (it.length > kImmediateMax || may_single_copy(peers_[it.peer], it)) {
+    const Peer &p = peers_[it.peer];
+    if (it.length > kImmediateMax || may_single_copy(p, it) || mimics_rts(p, it)) {
         return false;
     }
     ucp_request_param_t prm;

@@ -15,18 +15,19 @@ namespace ucxp2p {
 constexpr unsigned kRankBits = 18;
 constexpr uint32_t kMaxRanks = 1u << kRankBits;
 
-/** Message kinds, tag bits 55..54. A user receive matches DATA and RTS
- *  (bit 54 is masked out); ACK and PUSH are matched by seq, never by a user
- *  receive (bit 55 set). */
-enum TagKind : uint32_t { KIND_DATA = 0, KIND_RTS = 1, KIND_ACK = 2, KIND_PUSH = 3 };
+/** Message kinds, tag bits 55..54. A user receive matches DATA only, with
+ *  the full mask: UCX hashes such receives by tag, and keeps any other in
+ *  one list that every arriving message walks from its head until a
+ *  match, so a masked receive costs in proportion to the receives posted
+ *  before it (docs/PERFORMANCE.md, 2026-11-29 19:00: 4000 receives met in
+ *  reverse order took 10.6 us a message, 0.45 hashed). A single-copy
+ *  request (core/cma.h) is sent as DATA for the same reason: the receive
+ *  tells it apart by its payload (Comm::is_rts; a DATA message that would
+ *  read as one goes by the request protocol, Comm::mimics_rts). ACK and
+ *  PUSH are matched by seq, never by a user receive (bit 55 set). Kind 1
+ *  is unused (single-copy requests before wire version 7). */
+enum TagKind : uint32_t { KIND_DATA = 0, KIND_ACK = 2, KIND_PUSH = 3 };
 constexpr int kKindShift = 54;
-constexpr uint64_t kUserRecvMask = ~(static_cast<uint64_t>(1) << kKindShift);
-/** A receive from a peer that never sends single-copy requests (neither
- *  single copy nor the tcp path of core/tcp_bulk.h serves it: both rules
- *  are symmetric) matches DATA only. UCX hashes receives with a full mask
- *  and keeps any other in one list that every arriving message searches
- *  (no measurable cost at 8 B over shm, docs/PERFORMANCE.md 2026-11-27
- *  23:50). */
 constexpr uint64_t kFullMask = ~static_cast<uint64_t>(0);
 
 /** Generation of a communicator id, tag bits 53..50: a communicator that

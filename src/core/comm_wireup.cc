@@ -20,8 +20,8 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 6;  // 4: the ids' generations; 5: flags;
-                                      // 6: tcp bulk server
+constexpr uint32_t kBlobVersion = 7;  // 4: the ids' generations; 5: flags;
+                                      // 6: tcp bulk server; 7: requests as DATA
 
 /** BlobHeader::flags */
 constexpr uint32_t kIdsContended = 1;  // another create held ids here

@@ -70,7 +70,6 @@ struct Op {
     bool offered = false;        // a send on the tcp bulk server (core/tcp_bulk.h)
     ucs_status_t post_status = UCS_OK;
     size_t post_bytes = 0;
-    uint64_t post_tag = 0;
 
     // Scratch, always written before it is read, so a recycled Op is not
     // cleared past here (Comm::alloc_op resets the fields above only: the

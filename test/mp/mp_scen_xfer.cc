@@ -1,6 +1,7 @@
 /*
  * mp_rank scenarios "batch" and "truncate": batch posting (all-or-nothing
- * validation) and receives shorter than the message.
+ * validation) and receives shorter than the message (also messages that
+ * look like a single-copy request).
  * Each rank sends to next = rank+1 and receives from prev = rank-1 (mod size).
  */
 #include "mp_common.h"
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <vector>
 
 namespace mp {
 
@@ -195,7 +197,16 @@ constexpr uint8_t kGuard = 0x5A;
 struct TruncCase {
     size_t msg;
     size_t recv;
+    bool lookalike = false;  // the payload begins as a single-copy request does
 };
+
+// A single-copy request travels as a DATA message of 80 bytes that begins
+// with this magic (src/core/cma.h): an application's message that does
+// must arrive as what it is, wherever it goes.
+constexpr uint32_t kRtsMagic = 0x43524453;
+constexpr size_t kRtsBytes = 80;
+
+void make_lookalike(uint8_t *p) { std::memcpy(p, &kRtsMagic, sizeof(kRtsMagic)); }
 const TruncCase kCases[] = {
     {100, 60},                                  // eager, truncated
     {5000, 4999},                               // one byte short
@@ -210,6 +221,11 @@ const TruncCase kCases[] = {
     // message that fits there but not in the receive is truncated by us,
     // not by UCX.
     {64, 8},
+    // Messages that look like a single-copy request.
+    {kRtsBytes, kRtsBytes, true},
+    {kRtsBytes, 200, true},
+    {kRtsBytes, kRtsBytes - 1, true},
+    {kRtsBytes, 8, true},
 };
 
 void trunc_check(const Xfer &x, const p2p_completion_t &c) {
@@ -251,6 +267,7 @@ void truncate_round(Rank &r, uint32_t tid0, bool recv_first) {
         sbufs.emplace_back(new RegBuf(r.ctx(), kCases[k].msg, 0));
         uint32_t tid = tid0 + static_cast<uint32_t>(k);
         fill_pattern(sbufs[k]->data(), kCases[k].msg, r.rank(), next_of(r), tid);
+        if (kCases[k].lookalike) make_lookalike(sbufs[k]->data());
         ops.push_back({false, prev_of(r), tid, kCases[k].recv, 0});
         ops.push_back({true, next_of(r), tid, kCases[k].msg, 0});
     }
@@ -288,7 +305,15 @@ void truncate_round(Rank &r, uint32_t tid0, bool recv_first) {
                      recv_first ? "expected" : "unexpected", kCases[k].msg,
                      kCases[k].recv, p[i], i);
         }
-        if (kCases[k].msg <= kCases[k].recv) {
+        if (kCases[k].msg <= kCases[k].recv && kCases[k].lookalike) {
+            std::vector<uint8_t> want(kCases[k].msg);
+            fill_pattern(want.data(), want.size(), prev_of(r), r.rank(), tid0 + k);
+            make_lookalike(want.data());
+            MP_CHECK(std::memcmp(p, want.data(), want.size()) == 0,
+                     "%s: a %zu B message that looks like a single-copy request "
+                     "arrived changed", recv_first ? "expected" : "unexpected",
+                     kCases[k].msg);
+        } else if (kCases[k].msg <= kCases[k].recv) {
             check_pattern(p, kCases[k].msg, prev_of(r), r.rank(), tid0 + k,
                           "non-truncated receive");
         }
