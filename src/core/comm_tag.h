@@ -20,7 +20,7 @@ constexpr uint32_t kMaxRanks = 1u << kRankBits;
  *  one list that every arriving message walks from its head until a
  *  match, so a masked receive costs in proportion to the receives posted
  *  before it (docs/PERFORMANCE.md, 2026-11-29 19:00: 4000 receives met in
- *  reverse order took 10.6 us a message, 0.45 hashed). A single-copy
+ *  reverse order took 9.5-10.7 us a message, 0.65 hashed). A single-copy
  *  request (core/cma.h) is sent as DATA for the same reason: the receive
  *  tells it apart by its payload (Comm::is_rts; a DATA message that would
  *  read as one goes by the request protocol, Comm::mimics_rts). ACK and
