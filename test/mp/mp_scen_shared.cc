@@ -10,8 +10,10 @@
  *       made outside the worker lock, write. Every operation must complete
  *       P2P_OK with all its bytes within 60 s (36f54e6: a torn request
  *       ended a receive P2P_ERR_TRANSPORT, "malformed single-copy
- *       request", and its sender waited for good). The bytes themselves
- *       are not checked: every message overwrites the last.
+ *       request", and its sender waited for good; since requests travel
+ *       as data, one torn at its magic would end the receive P2P_OK with
+ *       80 bytes). The bytes themselves are not checked: every message
+ *       overwrites the last.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
