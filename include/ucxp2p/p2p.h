@@ -24,8 +24,8 @@
  * Tag layout (64-bit UCP tag)
  *   bits 63..56  communicator id (agreed collectively at p2p_comm_create)
  *   bits 55..54  message kind: data, and the library's own answers (a
- *                receive matches data only: same-host single-copy
- *                requests travel as data, told apart by their payload)
+ *                receive matches data only: single-copy requests, same
+ *                host or tcp path, travel as data, told apart by payload)
  *   bits 53..50  generation of the communicator id: a communicator that
  *                reuses an id never matches messages sent on the one that
  *                had it before (those left unreceived are dropped when it
