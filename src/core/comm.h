@@ -245,11 +245,10 @@ private:
         std::memcpy(&magic, payload, sizeof(magic));
         return magic == cma::kRtsMagic;
     }
-    /** A send of it to p would read as a single-copy request (is_rts):
-     *  it goes by the request protocol instead, whatever its size. */
-    bool mimics_rts(const Peer &p, const PostItem &it) const {
-        return it.length == sizeof(cma::Rts) && p.cma &&
-               is_rts(it.peer, it.buffer, it.length);
+    /** A send of it would read as a single-copy request at its peer
+     *  (is_rts): it goes by the request protocol instead. */
+    bool mimics_rts(const PostItem &it) const {
+        return is_rts(it.peer, it.buffer, it.length);
     }
     /** The send may go single copy (core/cma.h) rather than through UCX:
      *  it does unless the chooser says otherwise (wants_single_copy). */

@@ -266,7 +266,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     Op *op = alloc_op();  // from the cache post_locked filled: no throw
     fill_op(op, is_send, it);
     Peer &peer = peers_[it.peer];
-    if (is_send && (mimics_rts(peer, it) || wants_single_copy(op, peer, it))) {
+    if (is_send && (mimics_rts(it) || wants_single_copy(op, peer, it))) {
         post_rts(op, it, ep);
         return true;  // waits for the receiver's answer
     }

@@ -21,7 +21,7 @@ namespace ucxp2p {
 
 inline bool Comm::send_imm(const PostItem &it, ucp_ep_h ep) {
     const Peer &p = peers_[it.peer];
-    if (it.length > kImmediateMax || may_single_copy(p, it) || mimics_rts(p, it)) {
+    if (it.length > kImmediateMax || may_single_copy(p, it) || mimics_rts(it)) {
         return false;
     }
     ucp_request_param_t prm;
