@@ -53,7 +53,7 @@ struct AddrText {
 
 /** One part of a read, on one connection. */
 struct Lane {
-    enum Phase { HEADER, PAYLOAD, TRAILER, DONE };
+    enum Phase { HEADER, PAD, PAYLOAD, TRAILER, DONE };
     enum Outcome { PENDING, OK, WITHDRAWN, REFUSED, LOST };
     int fd = -1;
     uint64_t off = 0, len = 0;  // the part: bytes [off, off + len)
@@ -88,11 +88,11 @@ void Lane::finish_phase() {
         }
         switch (hdr.status) {
         case wire::kOk:
-            if (hdr.len != len) {
+            if (hdr.len != len || hdr.pad >= wire::kMaxPad) {
                 lose(EPROTO);
                 return;
             }
-            phase = len > 0 ? PAYLOAD : TRAILER;
+            phase = hdr.pad > 0 ? PAD : len > 0 ? PAYLOAD : TRAILER;
             return;
         case wire::kRefused:   outcome = REFUSED; break;
         case wire::kWithdrawn: outcome = WITHDRAWN; break;
@@ -100,6 +100,8 @@ void Lane::finish_phase() {
         default:               lose(EPROTO); return;
         }
         phase = DONE;
+    } else if (phase == PAD) {
+        phase = len > 0 ? PAYLOAD : TRAILER;
     } else if (phase == PAYLOAD) {
         phase = TRAILER;
     } else if (phase == TRAILER) {
@@ -119,9 +121,14 @@ void Lane::receive(char *dst, bool *moved) {
     while (phase != DONE && budget > 0) {
         char *p;
         size_t want;
+        int flags = MSG_DONTWAIT;
         if (phase == HEADER) {
             p = reinterpret_cast<char *>(&hdr) + got;
             want = sizeof(hdr) - got;
+        } else if (phase == PAD) {
+            p = nullptr;  // MSG_TRUNC: TCP drops the bytes, copying nothing
+            want = hdr.pad - got;
+            flags |= MSG_TRUNC;
         } else if (phase == PAYLOAD) {
             p = dst + off + got;  // straight into the caller's buffer
             want = static_cast<size_t>(std::min(len - got, budget));
@@ -129,12 +136,15 @@ void Lane::receive(char *dst, bool *moved) {
             p = reinterpret_cast<char *>(&trl) + got;
             want = sizeof(trl) - got;
         }
-        ssize_t n = ::recv(fd, p, want, MSG_DONTWAIT);
+        ssize_t n = ::recv(fd, p, want, flags);
         if (n > 0) {
             *moved = true;
             got += static_cast<uint64_t>(n);
             budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(n));
-            uint64_t size = phase == HEADER ? sizeof(hdr) : phase == PAYLOAD ? len : sizeof(trl);
+            uint64_t size = phase == HEADER    ? sizeof(hdr)
+                            : phase == PAD     ? hdr.pad
+                            : phase == PAYLOAD ? len
+                                               : sizeof(trl);
             if (got == size) {
                 finish_phase();
             }

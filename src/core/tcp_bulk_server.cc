@@ -355,7 +355,7 @@ bool Server::Impl::next_request(Conn *c, wire::Request *r) {
 }
 
 bool Server::Impl::answer(Conn *c, const wire::Request &r) {
-    wire::Header h = {wire::kHeaderMagic, wire::kOk, 0};
+    wire::Header h = {wire::kHeaderMagic, wire::kOk, 0, 0, 0};
     uint64_t gen = 0, seen = 0;
     {
         std::lock_guard<std::mutex> lock(mu);
@@ -377,9 +377,14 @@ bool Server::Impl::answer(Conn *c, const wire::Request &r) {
                 (unsigned long long)r.len, (unsigned long long)r.addr);
     }
     const bool payload = h.status == wire::kOk;
+    // The header and its pad in one send (wire::kMaxPad says why the pad).
+    char head[sizeof(h) + wire::kMaxPad];
+    if (payload && r.len > 0) h.pad = wire::payload_pad(r.addr + r.off);
+    std::memcpy(head, &h, sizeof(h));
+    std::memset(head + sizeof(h), 0, h.pad);
     size_t sent;
     // MSG_MORE: the header leaves in the payload's first segment.
-    int rc = send_bytes(c->fd.get(), reinterpret_cast<const char *>(&h), sizeof(h),
+    int rc = send_bytes(c->fd.get(), head, sizeof(h) + h.pad,
                         payload && r.len > 0 ? MSG_MORE : 0, io_timeout_ms, &sent);
     if (rc != 0 || !payload) {
         return rc == 0;

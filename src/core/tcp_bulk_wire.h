@@ -24,7 +24,8 @@ constexpr uint32_t kHelloOkMagic = 0x4b4f4c48u;  // "HLOK"
 constexpr uint32_t kRequestMagic = 0x51455242u;  // "BREQ"
 constexpr uint32_t kHeaderMagic = 0x52444842u;   // "BHDR"
 constexpr uint32_t kTrailerMagic = 0x4c525442u;  // "BTRL"
-constexpr uint32_t kVersion = 1;
+// 2: the header carries pad (kMaxPad).
+constexpr uint32_t kVersion = 2;
 
 enum Status : uint32_t {
     kOk = 0,
@@ -54,14 +55,38 @@ struct Request {
 struct Header {
     uint32_t magic;
     uint32_t status;
-    uint64_t len;  // payload bytes that follow (0 unless kOk)
+    uint64_t len;       // payload bytes that follow (0 unless kOk)
+    uint32_t pad;       // zero bytes between this header and the payload
+    uint32_t reserved;  // 0
 };
+
+/** pad is below this: a page.
+ *
+ *  Why pad: the kernel copies a send into the sending thread's page
+ *  fragment, which starts over at offset 0 of its page once the reader has
+ *  taken everything -- here at nearly every header, one part being asked
+ *  for at a time on a connection. Unpadded, a payload would land
+ *  sizeof(Header) bytes past its source's page offset, and on this
+ *  machine's AMD EPYC a copy whose destination sits within a few bytes of
+ *  its source's page offset (either side) took 1.6-2x the CPU: a
+ *  page-aligned buffer sent at about half the rate of one at offset 2048
+ *  (docs/PERFORMANCE.md, 2026-11-29 23:30). */
+constexpr uint32_t kMaxPad = 4096;
+/** Where the server puts a payload: this many bytes past its source's
+ *  page offset (one cache line; 32-512 measured alike, 0 and 16 slow). */
+constexpr uint32_t kPayloadSkew = 64;
+
+/** The pad before a payload whose first byte is at src in the sender. */
+constexpr uint32_t payload_pad(uint64_t src) {
+    return static_cast<uint32_t>((src + kPayloadSkew - sizeof(Header)) & (kMaxPad - 1));
+}
+
 struct Trailer {
     uint32_t magic;
     uint32_t status;
 };
 static_assert(sizeof(Hello) == 16 && sizeof(HelloOk) == 8 && sizeof(Request) == 32 &&
-              sizeof(Header) == 16 && sizeof(Trailer) == 8,
+              sizeof(Header) == 24 && sizeof(Trailer) == 8,
               "wire sizes");
 
 /** A Server's token: random, never 0 (tcp_bulk_host.cc). */

@@ -117,6 +117,13 @@ struct Raw {
         return tcp::recv_all(fd.get(), p, n, tcp::Deadline(kIo), &err);
     }
     template <class T> bool get(T *m) { return get(m, sizeof(*m)) == tcp::Io::OK; }
+    /** A header and the pad after it (checked: below a page, zeros). */
+    bool get(wire::Header *h) {
+        if (get(h, sizeof(*h)) != tcp::Io::OK || h->pad >= wire::kMaxPad) return false;
+        std::vector<char> pad(h->pad);
+        return get(pad.data(), pad.size()) == tcp::Io::OK &&
+               std::all_of(pad.begin(), pad.end(), [](char c) { return c == 0; });
+    }
     /** HELLO; the HELLO_OK's status (-1: none came). */
     int hello(uint64_t token, uint32_t magic = wire::kHelloMagic,
               uint32_t version = wire::kVersion) {

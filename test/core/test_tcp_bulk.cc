@@ -80,6 +80,41 @@ TEST(TcpBulk, ReadsSubrangesIntoTheirPlace) {
     }
 }
 
+// The server pads each payload so that it starts kPayloadSkew bytes past
+// its source's page offset in the stream after the header (where the
+// kernel's page fragment usually starts over: tcp_bulk_wire.h), whatever
+// the source's alignment; the pad is zeros and the bytes are the offer's.
+TEST(TcpBulk, PadPutsThePayloadACacheLinePastItsSourcesPageOffset) {
+    std::unique_ptr<Server> s = start_server();
+    ASSERT_TRUE(s);
+    const size_t n = 3 * 4096;
+    std::vector<uint8_t> mem = pattern(n + 4096, 3);
+    const uintptr_t page = (addr_of(mem.data()) + 4095) & ~uintptr_t(4095);
+    const uint8_t *src = mem.data() + (page - addr_of(mem.data()));
+    s->offer(4, src, n);
+    Raw r(s->address().port);
+    ASSERT_EQ(0, r.hello(s->address().token));
+    for (uint64_t off : {0, 1, 16, 24, 40, 64, 2048, 4095, 4096 + 88}) {
+        const uint64_t len = n - off;
+        ASSERT_TRUE(r.request(4, addr_of(src), off, len));
+        wire::Header h{};
+        ASSERT_EQ(tcp::Io::OK, r.get(&h, sizeof(h))) << off;  // the raw header
+        ASSERT_EQ(wire::kOk, h.status) << off;
+        ASSERT_EQ(len, h.len) << off;
+        ASSERT_LT(h.pad, wire::kMaxPad) << off;
+        EXPECT_EQ(0u, h.reserved);
+        EXPECT_EQ((off + wire::kPayloadSkew) % 4096, (sizeof(h) + h.pad) % 4096) << off;
+        std::vector<uint8_t> pad(h.pad, 0xee), got(len);
+        ASSERT_EQ(tcp::Io::OK, r.get(pad.data(), pad.size())) << off;
+        EXPECT_TRUE(std::all_of(pad.begin(), pad.end(), [](uint8_t b) { return b == 0; }));
+        ASSERT_EQ(tcp::Io::OK, r.get(got.data(), got.size())) << off;
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), src + off)) << off;
+        wire::Trailer t{};
+        ASSERT_TRUE(r.get(&t));
+        EXPECT_EQ(wire::kOk, t.status) << off;
+    }
+}
+
 TEST(TcpBulk, ZeroLengthReadNeedsNoConnection) {
     Address nobody{};  // port 0: no server at all
     Client c(nobody, true, 2, kIo);

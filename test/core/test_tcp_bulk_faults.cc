@@ -246,6 +246,14 @@ template <class T> void put(int fd, const T &m) {
     int err = 0;
     EXPECT_EQ(tcp::Io::OK, tcp::send_all(fd, &m, sizeof(m), tcp::Deadline(kIo), false, &err));
 }
+wire::Header head(uint32_t magic, uint32_t status, uint64_t len, uint32_t pad = 0) {
+    return {magic, status, len, pad, 0};
+}
+void put_zeros(int fd, size_t len) {
+    std::vector<uint8_t> z(len);
+    int err = 0;
+    EXPECT_EQ(tcp::Io::OK, tcp::send_all(fd, z.data(), z.size(), tcp::Deadline(kIo), false, &err));
+}
 void put_payload(int fd, uint64_t len) {
     std::vector<uint8_t> p = pattern(len, 30);
     int err = 0;
@@ -266,36 +274,46 @@ TEST(TcpBulkFaults, ClientJudgesWhatAServerAnswers) {
         int io_ms;
     } cases[] = {
         {"all well", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len);
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len);
              put(fd, wire::Trailer{T, wire::kOk}); }, ReadResult::OK, 0, 1, kIo},
         {"withdrawn trailer", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len);
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len);
              put(fd, wire::Trailer{T, wire::kWithdrawn}); }, ReadResult::CANCELLED, 0, 1, kIo},
-        {"refused", [=](int fd, const R &r) { put(fd, wire::Header{H, wire::kRefused, 0}); },
+        {"padded payload", [=](int fd, const R &r) {
+             put(fd, head(H, wire::kOk, r.len, 100)); put_zeros(fd, 100);
+             put_payload(fd, r.len); put(fd, wire::Trailer{T, wire::kOk}); },
+         ReadResult::OK, 0, 1, kIo},
+        {"pad of a page", [=](int fd, const R &r) {
+             put(fd, head(H, wire::kOk, r.len, wire::kMaxPad)); },
+         ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
+        {"eof mid-pad", [=](int fd, const R &r) {
+             put(fd, head(H, wire::kOk, r.len, 100)); put_zeros(fd, 50);
+             ::shutdown(fd, SHUT_WR); }, ReadResult::NOT_ALLOWED, ECONNRESET, 0, kIo},
+        {"refused", [=](int fd, const R &r) { put(fd, head(H, wire::kRefused, 0)); },
          ReadResult::FAILED, EINVAL, 1, kIo},
         {"unavailable", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kUnavailable, 0}); },
+             put(fd, head(H, wire::kUnavailable, 0)); },
          ReadResult::NOT_ALLOWED, ENOMEM, 0, kIo},
         {"bad header magic", [=](int fd, const R &r) {
-             put(fd, wire::Header{H + 1, wire::kOk, r.len}); },
+             put(fd, head(H + 1, wire::kOk, r.len)); },
          ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
         {"header length differs", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len + 1}); },
+             put(fd, head(H, wire::kOk, r.len + 1)); },
          ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
-        {"unknown header status", [=](int fd, const R &r) { put(fd, wire::Header{H, 77, 0}); },
+        {"unknown header status", [=](int fd, const R &r) { put(fd, head(H, 77, 0)); },
          ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
         {"bad trailer magic", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len);
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len);
              put(fd, wire::Trailer{T + 1, wire::kOk}); }, ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
         {"unknown trailer status", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len);
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len);
              put(fd, wire::Trailer{T, 77}); }, ReadResult::NOT_ALLOWED, EPROTO, 0, kIo},
         {"eof mid-payload", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len / 2);
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len / 2);
              ::shutdown(fd, SHUT_WR); }, ReadResult::NOT_ALLOWED, ECONNRESET, 0, kIo},
         {"silent", [=](int, const R &) {}, ReadResult::NOT_ALLOWED, ETIMEDOUT, 0, 2000},
         {"stops mid-payload", [=](int fd, const R &r) {
-             put(fd, wire::Header{H, wire::kOk, r.len}); put_payload(fd, r.len / 2); },
+             put(fd, head(H, wire::kOk, r.len)); put_payload(fd, r.len / 2); },
          ReadResult::NOT_ALLOWED, ETIMEDOUT, 0, 2000},
     };
     const uint64_t n = 100000;
