@@ -70,7 +70,7 @@ struct Header {
  *  machine's AMD EPYC a copy whose destination sits within a few bytes of
  *  its source's page offset (either side) took 1.6-2x the CPU: a
  *  page-aligned buffer sent at about half the rate of one at offset 2048
- *  (docs/PERFORMANCE.md, 2026-11-29 23:30). */
+ *  (docs/PERFORMANCE.md, 2026-11-29 22:30). */
 constexpr uint32_t kMaxPad = 4096;
 /** Where the server puts a payload: this many bytes past its source's
  *  page offset (one cache line; 32-512 measured alike, 0 and 16 slow). */
