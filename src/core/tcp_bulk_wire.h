@@ -63,9 +63,10 @@ struct Header {
 /** pad is below this: a page.
  *
  *  Why pad: the kernel copies a send into the sending thread's page
- *  fragment, which starts over at offset 0 of its page once the reader has
- *  taken everything -- here at nearly every header, one part being asked
- *  for at a time on a connection. Unpadded, a payload would land
+ *  fragment, which starts over at offset 0 of its page once nothing sent
+ *  from that page is queued any more (the reader took it all and its
+ *  acknowledgement came back) -- here at nearly every header, one part
+ *  being asked for at a time on a connection. Unpadded, a payload would land
  *  sizeof(Header) bytes past its source's page offset, and on this
  *  machine's AMD EPYC a copy whose destination sits within a few bytes of
  *  its source's page offset (either side) took 1.6-2x the CPU: a
