@@ -19,7 +19,8 @@
  *   HELLO {token}                  ---->      (once per connection)
  *                                  <----      HELLO_OK
  *   REQUEST {seq, addr, off, len}  ---->      offered? in range?
- *                                  <----      HEADER {status, len}
+ *                                  <----      HEADER {status, len, pad}
+ *                                  <----      pad zero bytes (tcp_bulk_wire.h)
  *                                  <----      len payload bytes
  *                                  <----      TRAILER {status}
  *
