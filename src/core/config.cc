@@ -179,6 +179,12 @@ const ConfigVar kTable[] = {
      "Connections a P2P_TCP_BULK message is split over at most (1-16), in "
      "parts of at least 2 MiB: one connection is bound by one core's copy, "
      "but smaller parts lose more to the extra connection than they gain."},
+    {"P2P_TCP_BULK_SPIN_US", "20",
+     "Microseconds a thread of the P2P_TCP_BULK path keeps polling before it "
+     "sleeps (0-100000, yielding the CPU between polls): a reader waiting for "
+     "the next bytes of a part, a server thread waiting for the next request "
+     "while sends are offered. Saves a wake-up per message and per stall of "
+     "the stream; 0 sleeps at once."},
     {nullptr, nullptr, nullptr}};
 
 const ConfigVar *find(const char *name) {

@@ -6,6 +6,7 @@
 #include "core/tcp_bulk.h"
 
 #include "core/log.h"
+#include "core/tcp_bulk_config.h"
 #include "core/tcp_bulk_wire.h"
 #include "wireup/tcp_socket.h"
 
@@ -170,6 +171,7 @@ struct Client::Impl {
     bool same_host;
     unsigned lanes;
     int io_timeout_ms;
+    unsigned spin_us = tcpb::spin_us();  // drive() polls this long before it sleeps
 
     /** A read whose requests went out before its turn (prefetch). */
     struct Ahead {
@@ -330,7 +332,12 @@ void Client::Impl::drive(Lane *lane, unsigned k, char *dst) {
         if (n == 0) {
             return;
         }
-        int rc = ::poll(pf, n, dl.poll_ms());
+        // The next bytes are usually microseconds away (the server is
+        // writing, or answering our request): wait for them awake first.
+        int rc = tcp::spin_poll(pf, n, spin_us);
+        if (rc == 0) {
+            rc = ::poll(pf, n, dl.poll_ms());
+        }
         if (rc < 0 && errno == EINTR) {
             continue;
         }

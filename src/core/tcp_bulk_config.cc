@@ -21,6 +21,7 @@ namespace tcpb {
 namespace {
 
 constexpr uint64_t kMaxLanes = Client::kMaxLanes;
+constexpr uint64_t kMaxSpinUs = 100000;
 
 /** Some RDMA device is listed in sysfs (mlx5, EFA, ...). */
 bool host_has_rdma_device() {
@@ -70,6 +71,7 @@ p2p_status_t check_settings() {
     p2p_status_t st = config_get_u64("P2P_TCP_BULK_THRESH", UINT64_MAX, &v,
                                      sizeof(cma::Rts));
     if (st == P2P_OK) st = config_get_u64("P2P_TCP_BULK_LANES", kMaxLanes, &v, 1);
+    if (st == P2P_OK) st = config_get_u64("P2P_TCP_BULK_SPIN_US", kMaxSpinUs, &v);
     return st;
 }
 
@@ -106,6 +108,12 @@ size_t threshold() {
 unsigned lanes() {
     static const unsigned n = static_cast<unsigned>(u64_or("P2P_TCP_BULK_LANES", kMaxLanes, 1, 2));
     return n;
+}
+
+unsigned spin_us() {
+    static const unsigned us =
+        static_cast<unsigned>(u64_or("P2P_TCP_BULK_SPIN_US", kMaxSpinUs, 0, 20));
+    return us;
 }
 
 }  // namespace tcpb

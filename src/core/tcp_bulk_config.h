@@ -13,8 +13,9 @@
 namespace ucxp2p {
 namespace tcpb {
 
-/** P2P_ERR_INVALID_PARAM (logged) when P2P_TCP_BULK, P2P_TCP_BULK_THRESH
- *  or P2P_TCP_BULK_LANES is malformed: context creation checks them. */
+/** P2P_ERR_INVALID_PARAM (logged) when P2P_TCP_BULK, P2P_TCP_BULK_THRESH,
+ *  P2P_TCP_BULK_LANES or P2P_TCP_BULK_SPIN_US is malformed: context
+ *  creation checks them. */
 p2p_status_t check_settings();
 
 /** Which peers this process reads payloads from over tcp (read once), as
@@ -33,6 +34,10 @@ size_t threshold();
 
 /** Connections one message is split over (P2P_TCP_BULK_LANES, read once). */
 unsigned lanes();
+
+/** Microseconds the path's threads poll before they sleep
+ *  (P2P_TCP_BULK_SPIN_US, read once). */
+unsigned spin_us();
 
 }  // namespace tcpb
 }  // namespace ucxp2p

@@ -6,6 +6,7 @@
 #include "core/tcp_bulk.h"
 
 #include "core/log.h"
+#include "core/tcp_bulk_config.h"
 #include "core/tcp_bulk_wire.h"
 #include "wireup/tcp_socket.h"
 
@@ -98,6 +99,7 @@ struct Server::Impl {
     static constexpr int kMaxGreeting = 64;
 
     int io_timeout_ms = 1;
+    unsigned spin_us = tcpb::spin_us();  // next_request polls this long before it sleeps
     Address addr{};
     tcp::Fd listener;
     tcp::Fd wake;  // eventfd: stopping, or a connection ended (reap it)
@@ -328,6 +330,12 @@ bool Server::Impl::hello(Conn *c) {
 bool Server::Impl::next_request(Conn *c, wire::Request *r) {
     // An idle pooled connection waits here for as long as the client likes
     // (a stop wakes it with shutdown); the rest of a request has a deadline.
+    // While sends are offered, the next request is usually microseconds
+    // away (the client finishing the last part): wait for it awake first.
+    if (offered.load(std::memory_order_relaxed) > 0) {
+        struct pollfd p = {c->fd.get(), POLLIN, 0};
+        (void)tcp::spin_poll(&p, 1, spin_us);
+    }
     for (;;) {
         struct pollfd p = {c->fd.get(), POLLIN, 0};
         int rc = ::poll(&p, 1, -1);

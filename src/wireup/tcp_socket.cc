@@ -13,6 +13,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <system_error>
 #include <thread>
@@ -87,6 +88,20 @@ int wait_fd(int fd, short events, const Deadline &dl) {
         if (errno != EINTR) {
             return -1;
         }
+    }
+}
+
+int spin_poll(struct pollfd *fds, nfds_t n, unsigned us) {
+    if (us == 0) {
+        return 0;
+    }
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    for (;;) {
+        int rc = ::poll(fds, n, 0);
+        if (rc != 0 || std::chrono::steady_clock::now() >= end) {
+            return rc;
+        }
+        sched_yield();  // another thread on this core (a sender, ranks sharing it) goes first
     }
 }
 

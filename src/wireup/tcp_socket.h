@@ -9,6 +9,7 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstddef>
@@ -87,6 +88,13 @@ Io recv_all(int fd, void *buf, size_t len, const Deadline &dl, int *err);
 
 /** Wait for events on one fd; 1 ready, 0 deadline passed, -1 error. */
 int wait_fd(int fd, short events, const Deadline &dl);
+
+/** poll() that does not sleep, for up to us microseconds, yielding the
+ *  CPU between tries: poll's result as soon as it is not 0 (> 0 ready, -1
+ *  error in errno, EINTR included), 0 when nothing became ready in that
+ *  time (at once when us is 0). A wait expected to end within
+ *  microseconds skips the sleep and the wake-up. */
+int spin_poll(struct pollfd *fds, nfds_t n, unsigned us);
 
 /** Non-blocking, close-on-exec IPv4 listening socket (SO_REUSEADDR).
  *  Returns 0 or an errno (EADDRINUSE, ...). */

@@ -205,7 +205,10 @@ TEST(ApiContext, BadEnvironmentValues) {
         // Read only when a communicator is created, checked at context creation.
         {"P2P_CMA", "of"},            {"P2P_CMA", "on"},
         {"P2P_CMA_THRESH", "256k"},   {"P2P_CMA_THRESH", ""},
-        {"P2P_CMA_MAPPED_THRESH", "-1"}, {"P2P_CMA_SPLIT", "x"}};
+        {"P2P_CMA_MAPPED_THRESH", "-1"}, {"P2P_CMA_SPLIT", "x"},
+        {"P2P_TCP_BULK", "of"},       {"P2P_TCP_BULK_THRESH", "79"},
+        {"P2P_TCP_BULK_LANES", "0"},  {"P2P_TCP_BULK_LANES", "17"},
+        {"P2P_TCP_BULK_SPIN_US", "x"}, {"P2P_TCP_BULK_SPIN_US", "100001"}};
     for (const auto &kv : bad) {
         EnvGuard g(kv.first, kv.second);
         p2p_context_h ctx = nullptr;

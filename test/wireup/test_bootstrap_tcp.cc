@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -343,6 +345,36 @@ TEST(TcpSocket, ConnectionToItselfIsRefused) {
     tcp::Fd listener;
     ASSERT_EQ(0, wtest::listen_any(port + 1, &listener));
     EXPECT_EQ(tcp::Io::OK, tcp::tcp_connect(sa, tcp::Deadline(2000), &fd, &err));
+}
+
+// spin_poll: ready at once, nothing ready within the spin, the bytes that
+// arrive while it spins, and 0 microseconds (no poll at all).
+TEST(TcpSocket, SpinPollReturnsWhatIsReadyOrZeroWhenTheSpinEnds) {
+    int sv[2];
+    ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+    tcp::Fd a(sv[0]), b(sv[1]);
+    struct pollfd p = {a.get(), POLLIN, 0};
+    using Clock = std::chrono::steady_clock;
+    auto t0 = Clock::now();
+    EXPECT_EQ(0, tcp::spin_poll(&p, 1, 2000));  // nothing sent: the whole spin
+    EXPECT_GE(Clock::now() - t0, std::chrono::microseconds(2000));
+    ASSERT_EQ(1, ::write(b.get(), "x", 1));
+    EXPECT_EQ(0, tcp::spin_poll(&p, 1, 0));  // 0: does not look
+    EXPECT_EQ(1, tcp::spin_poll(&p, 1, 2000));
+    EXPECT_TRUE(p.revents & POLLIN);
+    char c;
+    ASSERT_EQ(1, ::read(a.get(), &c, 1));
+    // Bytes written while it spins end the spin (well before its 10 s).
+    std::thread late([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        EXPECT_EQ(1, ::write(b.get(), "y", 1));
+    });
+    t0 = Clock::now();
+    p.revents = 0;
+    EXPECT_EQ(1, tcp::spin_poll(&p, 1, 10000000));
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_TRUE(p.revents & POLLIN);
+    late.join();
 }
 
 TEST_F(BootstrapTcp, MissingRankTimesOut) {
