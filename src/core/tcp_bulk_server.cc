@@ -332,13 +332,16 @@ bool Server::Impl::next_request(Conn *c, wire::Request *r) {
     // (a stop wakes it with shutdown); the rest of a request has a deadline.
     // While sends are offered, the next request is usually microseconds
     // away (the client finishing the last part): wait for it awake first.
+    // A spin that found the request (or the connection's end) needs no
+    // blocking poll after it; one that found nothing leaves it to poll.
+    int rc = 0;
     if (offered.load(std::memory_order_relaxed) > 0) {
         struct pollfd p = {c->fd.get(), POLLIN, 0};
-        (void)tcp::spin_poll(&p, 1, spin_us);
+        rc = tcp::spin_poll(&p, 1, spin_us);
     }
-    for (;;) {
+    while (rc <= 0) {
         struct pollfd p = {c->fd.get(), POLLIN, 0};
-        int rc = ::poll(&p, 1, -1);
+        rc = ::poll(&p, 1, -1);
         if (rc > 0) {
             break;
         }
