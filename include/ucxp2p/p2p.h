@@ -37,23 +37,17 @@
  *   posted in; messages with equal (peer, tensor_id) match in posting order.
  *
  * Same-host single copy
- *   Between ranks on one host, messages of P2P_CMA_THRESH bytes or more
- *   (P2P_CMA_MAPPED_THRESH from p2p_mem_alloc memory; by default from
- *   256 KiB, and from 16 KiB where the sender measured it faster) are
- *   read by the receiver straight from the sender's buffer (Linux cross
- *   memory attach) after a small request message; the send completes when
- *   the receiver has read it. When the kernel refuses the read (ptrace
- *   rules, seccomp) the bytes go through UCX instead. P2P_CMA=off disables
- *   it. A send cancelled (shutdown, peer failure) before it was read can no
- *   longer be read: the receive fails with P2P_ERR_PEER_FAILURE. From
- *   P2P_CMA_SPLIT bytes the sender writes the second half into the receive
- *   buffer while the receiver reads the first (two cores copy); such a
- *   receive, once answered, completes only when the sender has reported its
- *   half or is gone -- p2p_comm_shutdown waits for it rather than hand the
- *   buffer back while the sender may still write into it (up to its
- *   deadline; see p2p_comm_shutdown). A sender's buffer
- *   from p2p_mem_alloc (ucxp2p/p2p_mem.h) is instead mapped by the receiver
- *   once and copied with memcpy, without a system call per message.
+ *   Between ranks on one host, messages from P2P_CMA_THRESH bytes (256 KiB
+ *   by default, 16 KiB where the sender measured it faster;
+ *   P2P_CMA_MAPPED_THRESH from p2p_mem_alloc memory) are read by the
+ *   receiver straight from the sender's buffer after a small request
+ *   (README "Same-host single copy"); the send completes when the receiver
+ *   has read it. Where the kernel refuses the read, the bytes go through
+ *   UCX instead; P2P_CMA=off disables it. A send cancelled (shutdown, peer
+ *   failure) before it was read fails its receive with P2P_ERR_PEER_FAILURE.
+ *   A receive the sender helps write (from P2P_CMA_SPLIT bytes) completes
+ *   only when the sender has finished its part or is gone:
+ *   p2p_comm_shutdown waits for it, up to its deadline.
  *
  * fork()
  *   A child made by fork() starts without the parent's objects: every
@@ -312,16 +306,16 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * The bootstrap must outlive the call only, not the communicator.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (comm_p NULL; this
  * rank's address for the exchange larger than its P2P_BOOTSTRAP_MAX_MSG),
- * P2P_ERR_BOOTSTRAP,
- * P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no communicator id free on every rank;
- * every rank of the job gets it together), P2P_ERR_TIMEOUT,
- * P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag layout).
- * Creates over different bootstraps may run on one context at once, from
- * different threads (P2P_THREAD_MULTI): each holds the ids it offers until its ranks chose
- * one, so they never take the same id. One that finds no id free on every
- * rank while another held some exchanges again, after a short random pause,
- * until the ids come free; past P2P_BOOTSTRAP_TIMEOUT_MS of that (60 s
- * for a single process, which ignores the variable), BUSY.
+ * P2P_ERR_BOOTSTRAP, P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no communicator id
+ * free on every rank; every rank of the job gets it together),
+ * P2P_ERR_TIMEOUT, P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag
+ * layout). Creates over different bootstraps may run on one context at
+ * once, from different threads (P2P_THREAD_MULTI): each holds the ids it
+ * offers until its ranks chose one, so they never take the same id. One
+ * that finds no id free on every rank while another held some exchanges
+ * again, after a short random pause, until the ids come free; past
+ * P2P_BOOTSTRAP_TIMEOUT_MS of that (60 s for a single process, which
+ * ignores the variable), BUSY.
  */
 p2p_status_t p2p_comm_create(p2p_context_h context, p2p_bootstrap_h bootstrap,
                              p2p_comm_h *comm_p);
@@ -433,8 +427,7 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
  * mem_p, zero length, address + length past the end of the address space,
  * a page of host memory in the range not mapped or mapped without access
- * (PROT_NONE); logged),
- * P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
+ * (PROT_NONE); logged), P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
  * without CUDA and P2P_CUDA_STAGING=off, or no CUDA context for it;
  * logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY (also: no
  * host memory for the copy of device memory).
@@ -462,8 +455,9 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
 
 /**
  * Post a send of length bytes at buffer to peer, tagged tensor_id.
- * (buffer, length) must lie inside mem. length may be 0 (buffer may then be
- * any address inside mem, or its end). user_context comes back in the completion.
+ * (buffer, length) must lie inside mem. length may be 0 (buffer may then
+ * be any address inside mem, or its end). user_context comes back in the
+ * completion.
  * The send's completion means the buffer may be reused. It may come before
  * the peer posted its receive (small messages, UCX's eager protocol) or
  * only after (rendezvous, same-host single copy, and with
@@ -476,10 +470,9 @@ p2p_status_t p2p_mem_deregister(p2p_mem_h mem);
  * P2P_ERR_SHUTDOWN, P2P_ERR_PEER_FAILURE (peer already known dead, its
  * process found gone (same host) before connecting to it, or UCX found it
  * gone or unreachable creating the endpoint: nothing was posted, and the
- * next post to it tries again),
- * P2P_ERR_TRANSPORT (the endpoint to peer could not be created, or the
- * copy from staged device memory failed: see p2p_mem_register; nothing
- * was posted), P2P_ERR_NO_MEMORY.
+ * next post to it tries again), P2P_ERR_TRANSPORT (the endpoint to peer
+ * could not be created, or the copy from staged device memory failed: see
+ * p2p_mem_register; nothing was posted), P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
                            const void *buffer, size_t length, p2p_mem_h mem,
@@ -489,8 +482,9 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
  * Post a receive of at most length bytes from peer with tensor_id.
  * A longer message completes with P2P_ERR_TRUNCATED and nothing is written
  * past buffer + length (its send completes P2P_OK, or P2P_ERR_TRUNCATED
- * when it went by same-host single copy). Into staged device memory (p2p_mem_register), a
- * failed copy to the device completes the receive with P2P_ERR_TRANSPORT.
+ * when it went by same-host single copy). Into staged device memory
+ * (p2p_mem_register), a failed copy to the device completes the receive
+ * with P2P_ERR_TRANSPORT.
  * After a receive that completes with an error, [buffer, buffer + length)
  * holds unspecified bytes (part of the message, or the library's own
  * single-copy request); only a P2P_OK receive's first bytes are defined.
