@@ -46,10 +46,15 @@ struct ContextSettings {
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
                                       ContextSettings *out);
 
+/** Elements of each shared memory FIFO (UCX's default: 64). */
+constexpr unsigned kMmFifoSize = 256;
+
 /** The UCX settings a context makes on cfg (read from the environment),
- *  each unless the user set its UCX_ variable: shared memory transports
- *  report peer failures (MM_ERROR_HANDLING=y, where UCX_TLS allows them),
- *  and keepalive rounds of peer_timeout_ms / 3 (KEEPALIVE_INTERVAL). */
+ *  each unless the user set its UCX_ variable (ucx_names: for the MM_
+ *  ones also a transport's own): shared memory transports report peer
+ *  failures (MM_ERROR_HANDLING=y) and have FIFOs of kMmFifoSize elements
+ *  (MM_FIFO_SIZE), both where UCX_TLS allows them; keepalive rounds of
+ *  peer_timeout_ms / 3 (KEEPALIVE_INTERVAL). */
 void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings);
 
 class Context {

@@ -101,6 +101,13 @@ const UcxConf &ucx_conf_settings() {
 std::vector<std::string> ucx_names(const std::string &name) {
     if (name == "UCX_MAX_RNDV_RAILS") return {name, "UCX_MAX_RNDV_LANES"};
     if (name == "UCX_MAX_EAGER_RAILS") return {name, "UCX_MAX_EAGER_LANES"};
+    static const std::string mm = "UCX_MM_";
+    if (name.compare(0, mm.size(), mm) == 0 && name.size() > mm.size()) {
+        // The shared memory transports' own copies of it ("inherits:
+        // UCX_MM_..." in `ucx_info -caf`).
+        const std::string rest = name.substr(mm.size());
+        return {name, "UCX_POSIX_" + rest, "UCX_SYSV_" + rest, "UCX_XPMEM_" + rest};
+    }
     return {name};
 }
 

@@ -45,7 +45,10 @@ const UcxConf &ucx_conf_settings();
 
 /** `name` and the other names UCX 1.13 reads into that variable (its
  *  aliases, `ucx_info -caf`: UCX_MAX_RNDV_LANES for UCX_MAX_RNDV_RAILS,
- *  UCX_MAX_EAGER_LANES for UCX_MAX_EAGER_RAILS); just `name` for most. */
+ *  UCX_MAX_EAGER_LANES for UCX_MAX_EAGER_RAILS), or that override it for
+ *  one transport (UCX_MM_<X>: UCX_POSIX_<X>, UCX_SYSV_<X>, UCX_XPMEM_<X>,
+ *  which inherit it); just `name` for most. A user who set any of them
+ *  set that setting. */
 std::vector<std::string> ucx_names(const std::string &name);
 
 /** The user's value of the UCX variable `name` ("UCX_TLS"), under that

@@ -106,3 +106,29 @@ TEST(UcxUserValue, OldNamesOfRailsSettingsAreTheUsersSetting) {
     EXPECT_STREQ("1", ucx_user_value("UCX_MAX_RNDV_RAILS"));
     EXPECT_STREQ("3", ucx_user_value("UCX_MAX_EAGER_RAILS"));
 }
+
+// The shared memory transports read UCX_MM_<X> unless their own
+// UCX_POSIX_<X> / UCX_SYSV_<X> / UCX_XPMEM_<X> is set ("inherits" in
+// `ucx_info -caf`): a user who set a transport's copy set the setting, and
+// the context's MM_ defaults (MM_FIFO_SIZE, MM_ERROR_HANDLING) leave it.
+TEST(UcxUserValue, TransportCopiesOfAnMmSettingAreTheUsersSetting) {
+    p2ptest::ScopedEnv mm("UCX_MM_FIFO_SIZE", nullptr);
+    p2ptest::ScopedEnv posix("UCX_POSIX_FIFO_SIZE", nullptr);
+    p2ptest::ScopedEnv xpmem("UCX_XPMEM_FIFO_SIZE", nullptr);
+    {
+        p2ptest::ScopedEnv sysv("UCX_SYSV_FIFO_SIZE", "128");
+        EXPECT_STREQ("128", ucx_user_value("UCX_MM_FIFO_SIZE"));
+    }
+    {
+        p2ptest::ScopedEnv sysv("UCX_SYSV_FIFO_SIZE", nullptr);
+        EXPECT_EQ(nullptr, ucx_user_value("UCX_MM_FIFO_SIZE"));
+    }
+    const std::vector<std::string> names = ucxp2p::ucx_names("UCX_MM_ERROR_HANDLING");
+    const std::vector<std::string> want = {"UCX_MM_ERROR_HANDLING", "UCX_POSIX_ERROR_HANDLING",
+                                           "UCX_SYSV_ERROR_HANDLING", "UCX_XPMEM_ERROR_HANDLING"};
+    EXPECT_EQ(want, names);
+    // Only the MM_ prefix fans out; a name that merely contains it does not.
+    EXPECT_EQ(std::vector<std::string>{"UCX_MM_"}, ucxp2p::ucx_names("UCX_MM_"));
+    EXPECT_EQ(std::vector<std::string>{"UCX_XMM_FIFO_SIZE"},
+              ucxp2p::ucx_names("UCX_XMM_FIFO_SIZE"));
+}

@@ -12,6 +12,7 @@
  *   killee <victim>       the victim kills itself mid-stream
  *   kill-stream [SIZE]    the last rank dies while 64 KiB streams are in flight
  *   idle [sec]            idle between two barriers (see P2P_MP_GO_FILE)
+ *   fifo-room N all|some  small sends to a stopped rank: do they fit its FIFO
  *   shutdown              p2p_comm_shutdown cancels pending operations
  *   dead-arrived          receiving what a dead rank sent before dying
  *   cma-fallback          same-host single copy refused by the kernel
@@ -174,6 +175,7 @@ int main(int argc, char **argv) {
         {"dead-arrived", mp::run_dead_arrived}, {"dead-first", mp::run_dead_first},
         {"leave", mp::run_leave},
         {"leave-oom", mp::run_leave_oom}, {"stopped-peer", mp::run_stopped_peer},
+        {"fifo-room", mp::run_fifo_room},
         {"stalled-bulk", mp::run_stalled_bulk},
         {"soak", mp::run_soak}, {"shared-window", mp::run_shared_window}, {"comm-churn", mp::run_comm_churn},
         {"comm-race", mp::run_comm_race},

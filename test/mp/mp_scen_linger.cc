@@ -119,7 +119,8 @@ void run_linger_flush(int argc, char **argv) {
     MP_CHECK(r.size() == 3, "linger-flush runs on 3 ranks");
     constexpr size_t kBig = 32 * 1024;  // single copy, not split (mp_test sets
                                          // P2P_CMA_THRESH=16384; split: 64 KiB)
-    constexpr uint32_t kFillers = 200;   // 8 B each: more than a FIFO holds
+    constexpr uint32_t kFillers = 600;   // 8 B each: more than a FIFO holds
+                                         // (256 by default, context_ucx_defaults)
     RegBuf buf(r.ctx(), kBig + kFillers * 8, 0xEE);
     const Xfer big = {r.rank() == 1, r.rank() == 1 ? 0u : 1u, 1, kBig, 0};
     std::vector<Xfer> fillers;

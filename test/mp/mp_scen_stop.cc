@@ -30,12 +30,20 @@
  *       timeout, and every receive complete once (P2P_OK, or
  *       P2P_ERR_CANCELED). Rank 0 then resumes rank 1, which destroys its
  *       communicator.
+ *   fifo-room N all|some  (2 ranks, shared memory) rank 1 posts N 8-byte
+ *       receives and stops itself; rank 0 then sends it N 8-byte messages
+ *       and, 300 ms later, counts the sends still in flight: those UCX
+ *       could not put in rank 1's receive FIFO. all: none may be (the
+ *       FIFO the context asks for by default holds them); some: at least
+ *       one must be (a FIFO the user sized smaller). Rank 0 then resumes
+ *       rank 1, and every message must arrive intact.
  */
 #include "mp_common.h"
 #include "mp_scenarios.h"
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -214,6 +222,63 @@ void run_stalled_bulk(int, char **) {
     MP_CHECK(kill(pid, SIGCONT) == 0, "cannot resume rank 1");
     r.barrier();
     say("stalled-bulk ok");
+    r.finish();
+}
+
+void run_fifo_room(int argc, char **argv) {
+    const bool all = argc == 2 && std::strcmp(argv[1], "all") == 0;
+    MP_CHECK(argc == 2 && (all || std::strcmp(argv[1], "some") == 0), "fifo-room N all|some");
+    const uint32_t n = static_cast<uint32_t>(std::strtoul(argv[0], nullptr, 10));
+    MP_CHECK(n > 0 && n <= 4096, "fifo-room: N from 1 to 4096");
+    Rank r;
+    set_identity(static_cast<int>(r.rank()), "fifo-room");
+    MP_CHECK(r.size() == 2, "fifo-room needs 2 ranks");
+    // Endpoints wired up both ways first (a new one's first messages wait
+    // on its peer's progress).
+    ExchangeOptions opt;
+    exchange(r, {0, 1}, {8}, 10, opt);
+    RegBuf buf(r.ctx(), 64 + size_t(n) * 8, 0x3C);
+    std::vector<Xfer> msgs;
+    for (uint32_t i = 0; i < n; ++i) {
+        msgs.push_back({r.rank() == 0, 1 - r.rank(), 100 + i, 8, 64 + size_t(i) * 8});
+    }
+    if (r.rank() == 1) {
+        for (size_t i = 0; i < msgs.size(); ++i) {
+            MP_OK(p2p_comm_recv(r.comm(), 0, msgs[i].tid, buf.data() + msgs[i].off, 8,
+                                buf.mem(), ctx_of(i)));
+        }
+    }
+    const pid_t pid = share_pid(r, buf);
+    if (r.rank() == 1) {
+        std::raise(SIGSTOP);  // rank 0 resumes us after its sends
+        collect(r.comm(), msgs, 30);
+        for (const Xfer &x : msgs) {
+            check_pattern(buf.data() + x.off, x.len, 0, 1, x.tid, "fifo-room");
+        }
+        r.barrier();
+        say("fifo-room ok");
+        r.finish();
+        return;
+    }
+    wait_stopped(pid);
+    for (size_t i = 0; i < msgs.size(); ++i) {
+        const Xfer &x = msgs[i];
+        fill_pattern(buf.data() + x.off, x.len, 0, 1, x.tid);
+        MP_OK(p2p_comm_send(r.comm(), 1, x.tid, buf.data() + x.off, x.len, buf.mem(),
+                            ctx_of(i)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    size_t in_flight = 0;
+    MP_OK(p2p_comm_pending(r.comm(), P2P_QUEUE_SEND, &in_flight));
+    say("%u sends of 8 bytes to a stopped rank: %zu still in flight", n, in_flight);
+    MP_CHECK(kill(pid, SIGCONT) == 0, "cannot resume rank 1");
+    MP_CHECK(all ? in_flight == 0 : in_flight > 0,
+             all ? "%zu of %u sends found the stopped rank's FIFO full"
+                 : "%zu of %u sends in flight: all fit in a FIFO that should be smaller",
+             in_flight, n);
+    collect(r.comm(), msgs, 30);
+    r.barrier();
+    say("fifo-room ok");
     r.finish();
 }
 

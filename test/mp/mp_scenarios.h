@@ -27,6 +27,7 @@ void run_cma_withdraw(int argc, char **argv);
 void run_cma_auto_order(int argc, char **argv);
 void run_cma_split_wait(int argc, char **argv);
 void run_stopped_peer(int argc, char **argv);
+void run_fifo_room(int argc, char **argv);
 void run_stalled_bulk(int argc, char **argv);
 void run_soak(int argc, char **argv);
 void run_shared_window(int argc, char **argv);

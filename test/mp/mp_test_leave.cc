@@ -27,6 +27,23 @@ TEST_P(MpTest, PeerKilledBeforeItsEndpointWasWiredUp2Ranks) {
     expect_rank_killed({"stopped-peer", "killed"}, "stopped-peer ok");
 }
 
+// The context sizes shared memory FIFOs at 256 elements unless the user
+// sized them (context_ucx_defaults): a window of 100 small sends to a rank
+// that takes nothing in (stopped) fits, so each completes inside its post;
+// with UCX's 64, which a user's UCX_POSIX_FIFO_SIZE keeps, some must wait.
+TEST_P(MpTest, SharedMemoryFifoHoldsAWindowOfSmallSends2Ranks) {
+    if (is_tcp(GetParam())) {
+        GTEST_SKIP() << "no shared memory FIFO with UCX_TLS=tcp";
+    }
+    for (const char *user : {"", "64"}) {
+        SCOPED_TRACE(*user == '\0' ? "default" : "UCX_POSIX_FIFO_SIZE=64");
+        RunSpec s;
+        s.args = {"fifo-room", "100", *user == '\0' ? "all" : "some"};
+        if (*user != '\0') s.env.push_back(std::string("UCX_POSIX_FIFO_SIZE=") + user);
+        expect_pass(s, "fifo-room ok");
+    }
+}
+
 TEST_P(MpTest, DepartureIsNotAFailure3Ranks) {
     RunSpec s;
     s.ranks = 3;

@@ -245,9 +245,10 @@ TEST(ApplyUcx, UserSettingsWin) {
 
 // The context's own UCX settings (context_ucx_defaults) never replace
 // what the user set either. Read back through KEEPALIVE_INTERVAL: the other
-// one (MM_ERROR_HANDLING) is a transport setting that UCP keeps aside until
-// it opens its transports, so ucp_config_print does not show it; both go
-// through the same check of the user's environment.
+// ones (MM_ERROR_HANDLING, MM_FIFO_SIZE) are transport settings that UCP
+// keeps aside until it opens its transports, so ucp_config_print does not
+// show them; all go through the same check of the user's environment
+// (core_test UcxUserValue.* covers the names that check reads).
 TEST(ApplyUcx, ContextDefaultsYieldToUserSettings) {
     ContextSettings cs{};
     cs.peer_timeout_ms = 3000;
