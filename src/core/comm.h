@@ -376,15 +376,19 @@ private:
             unlink(op);
             op->request = nullptr;
         }
-        op->entry.status = ps;
-        op->entry.bytes = (ps == P2P_OK) ? bytes : 0;
         if (op->chosen != 0) {
             report_choice(op, ps == P2P_OK);
         }
         if (__builtin_expect(op->offered, 0)) ctx_->bulk_withdraw(op->seq);
         op->mem->release();
         ctx_->progress().op_completed();
-        cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push(op->entry);
+        // Field by field into the queue's slot: op->entry's status and
+        // bytes stored here and copied at once would be 8- and 4-byte
+        // stores read back by a 16-byte load, a store-forwarding stall on
+        // every completion (perf: a third of this function's samples).
+        const p2p_completion_t &e = op->entry;
+        cq_[op->is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].push_fields(
+            e.user_context, e.peer, e.tensor_id, ps == P2P_OK ? bytes : 0, ps, true);
         free_op(op);
     }
     void complete_error(Op *op, ucs_status_t st);  // st != UCS_OK

@@ -63,12 +63,18 @@ public:
      *  loads). */
     void push_ok(void *user_context, uint32_t peer, uint32_t tensor_id,
                  uint64_t bytes, bool counted) {
+        push_fields(user_context, peer, tensor_id, bytes, P2P_OK, counted);
+    }
+    /** push_ok with any status: an operation's completion (Comm::report),
+     *  whose status and byte count are known only now. */
+    void push_fields(void *user_context, uint32_t peer, uint32_t tensor_id,
+                     uint64_t bytes, p2p_status_t status, bool counted) {
         p2p_completion_t &e = next_slot();
         e.user_context = user_context;
         e.peer = peer;
         e.tensor_id = tensor_id;
         e.bytes = bytes;
-        e.status = P2P_OK;
+        e.status = status;
         e.reserved = 0;
         publish(counted);
     }
