@@ -30,9 +30,9 @@ constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
  *  in the environment: we never override the user's UCX settings. */
 void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) {
     std::string env = std::string("UCX_") + name;
-    std::string file;
-    if (ucx_user_value(env.c_str(), &file) != nullptr) {
-        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s%s%s", env.c_str(),
+    std::string file, which;
+    if (ucx_user_value(env.c_str(), &file, &which) != nullptr) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s%s%s", which.c_str(),
                 file.empty() ? "" : " from ", file.c_str());
         return;
     }

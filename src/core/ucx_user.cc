@@ -111,12 +111,15 @@ std::vector<std::string> ucx_names(const std::string &name) {
     return {name};
 }
 
-const char *ucx_user_value(const char *name, std::string *file) {
+const char *ucx_user_value(const char *name, std::string *file, std::string *which) {
     const std::vector<std::string> names = ucx_names(name);
     for (const std::string &n : names) {
         if (const char *env = std::getenv(n.c_str())) {
             if (file != nullptr) {
                 file->clear();
+            }
+            if (which != nullptr) {
+                *which = n;
             }
             return env;
         }
@@ -127,6 +130,9 @@ const char *ucx_user_value(const char *name, std::string *file) {
         if (it != conf.end()) {
             if (file != nullptr) {
                 *file = it->second.file;
+            }
+            if (which != nullptr) {
+                *which = n;
             }
             return it->second.value.c_str();
         }

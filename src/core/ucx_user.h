@@ -54,8 +54,10 @@ std::vector<std::string> ucx_names(const std::string &name);
 /** The user's value of the UCX variable `name` ("UCX_TLS"), under that
  *  name or one of its aliases: the environment's, else a config file's;
  *  nullptr when neither sets it.
- *  *file (when given) is "" for the environment, else the file's path. */
-const char *ucx_user_value(const char *name, std::string *file = nullptr);
+ *  *file (when given) is "" for the environment, else the file's path;
+ *  *which (when given) the name found (one of ucx_names(name)). */
+const char *ucx_user_value(const char *name, std::string *file = nullptr,
+                           std::string *which = nullptr);
 
 /** Every UCX_* setting of the user: the config files' merged with the
  *  environment's, which win; by name. */

@@ -117,7 +117,10 @@ TEST(UcxUserValue, TransportCopiesOfAnMmSettingAreTheUsersSetting) {
     p2ptest::ScopedEnv xpmem("UCX_XPMEM_FIFO_SIZE", nullptr);
     {
         p2ptest::ScopedEnv sysv("UCX_SYSV_FIFO_SIZE", "128");
-        EXPECT_STREQ("128", ucx_user_value("UCX_MM_FIFO_SIZE"));
+        std::string file = "stale", which;
+        EXPECT_STREQ("128", ucx_user_value("UCX_MM_FIFO_SIZE", &file, &which));
+        EXPECT_EQ("UCX_SYSV_FIFO_SIZE", which);  // the name the log shows
+        EXPECT_EQ("", file);
     }
     {
         p2ptest::ScopedEnv sysv("UCX_SYSV_FIFO_SIZE", nullptr);
