@@ -125,8 +125,10 @@ P2P_TOPO_API p2p_status_t p2p_build_print(FILE *stream);
  * memory (else p2p_mem_register stages such memory through host memory,
  * or refuses it with P2P_CUDA_STAGING=off), the UCX_* settings of the
  * user (environment and UCX config files, which ucxp2p never overrides)
- * with where each came from, and the transports/devices UCX finds (a short-lived UCP context; honours UCX_*
- * variables).
+ * with where each came from, the UCX_* settings a context created now would
+ * make where the user set none (and which user setting stays instead), and
+ * the transports/devices UCX finds (a short-lived UCP context; honours
+ * UCX_* variables).
  * Errors: P2P_ERR_INVALID_PARAM (stream NULL), P2P_ERR_TRANSPORT (UCX
  * could not start: bad UCX_* variable, no usable transport).
  */

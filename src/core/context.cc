@@ -166,23 +166,31 @@ p2p_status_t context_settings_resolve(const p2p_config_t *config,
     return P2P_OK;
 }
 
-void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings) {
+std::vector<UcxDefault> context_ucx_default_list(const ContextSettings &settings) {
+    std::vector<UcxDefault> out;
     // Shared memory transports must advertise peer-failure support, or UCX
     // drops them for endpoints created with UCP_ERR_HANDLING_MODE_PEER.
     // (Unless UCX_TLS rules them all out: then the setting would only draw
     // an "invalid configuration" warning.)
     if (UcxTls::from_environment().allows_shm_am()) {
-        ucx_default(cfg, "MM_ERROR_HANDLING", "y");
+        out.push_back({"MM_ERROR_HANDLING", "y"});
         // A FIFO of 64 elements (UCX's default) fills while a window of
         // small sends is in flight: each send past it goes by UCX's pending
         // queue and completes later, through a callback. With 256: 8 B
         // rate +38-45% (medians), 4 KiB bandwidth +43% on 2 cores, RSS
         // unchanged (docs/PERFORMANCE.md, 2026-11-30 04:40).
-        ucx_default(cfg, "MM_FIFO_SIZE", std::to_string(kMmFifoSize));
+        out.push_back({"MM_FIFO_SIZE", std::to_string(kMmFifoSize)});
     }
     // Bound the time to detect a dead peer (keepalive rounds).
-    ucx_default(cfg, "KEEPALIVE_INTERVAL",
-                std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) + "ms");
+    out.push_back({"KEEPALIVE_INTERVAL",
+                   std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) + "ms"});
+    return out;
+}
+
+void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings) {
+    for (const UcxDefault &d : context_ucx_default_list(settings)) {
+        ucx_default(cfg, d.name.c_str(), d.value);
+    }
 }
 
 p2p_status_t Context::create(const ContextSettings &settings,

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace ucxp2p {
@@ -56,6 +57,16 @@ constexpr unsigned kMmFifoSize = 256;
  *  (MM_FIFO_SIZE), both where UCX_TLS allows them; keepalive rounds of
  *  peer_timeout_ms / 3 (KEEPALIVE_INTERVAL). */
 void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings);
+
+/** One UCX setting a context makes: name without the UCX_ prefix. */
+struct UcxDefault {
+    std::string name;
+    std::string value;
+};
+/** What context_ucx_defaults sets for these settings and the environment's
+ *  UCX_TLS, before the user's own settings are left out (p2p_ucx_print
+ *  lists both). */
+std::vector<UcxDefault> context_ucx_default_list(const ContextSettings &settings);
 
 class Context {
 public:

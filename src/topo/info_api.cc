@@ -4,6 +4,7 @@
 #include <ucxp2p/p2p_topo.h>
 
 #include "core/config.h"
+#include "core/context.h"
 #include "core/guard.h"
 #include "core/log.h"
 #include "core/memtype.h"
@@ -112,6 +113,24 @@ p2p_status_t ucx_print(FILE *s) {
     for (const auto &kv : user) {
         std::fprintf(s, "    %s=%s (%s)\n", kv.first.c_str(), kv.second.value.c_str(),
                      kv.second.file.empty() ? "environment" : kv.second.file.c_str());
+    }
+    // What a context created now would set on top (context_ucx_defaults).
+    ucxp2p::ContextSettings cs;
+    if (ucxp2p::context_settings_resolve(nullptr, &cs) != P2P_OK) {
+        std::fprintf(s, "  ucxp2p's settings: none known (a P2P_* variable is malformed: "
+                        "p2p_context_create refuses it)\n");
+    } else {
+        std::fprintf(s, "  ucxp2p's settings (where the user set none):\n");
+        for (const ucxp2p::UcxDefault &d : ucxp2p::context_ucx_default_list(cs)) {
+            const std::string name = "UCX_" + d.name;
+            std::string which;
+            if (const char *v = ucxp2p::ucx_user_value(name.c_str(), nullptr, &which)) {
+                std::fprintf(s, "    %s=%s not set: the user's %s=%s stays\n", name.c_str(),
+                             d.value.c_str(), which.c_str(), v);
+            } else {
+                std::fprintf(s, "    %s=%s\n", name.c_str(), d.value.c_str());
+            }
+        }
     }
     ucp_context_print_info(ctx.ctx, s);
     return P2P_OK;

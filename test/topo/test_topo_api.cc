@@ -229,6 +229,45 @@ TEST_F(TopoApi, UcxPrintShowsTheUcxInUse) {
                                       : "CUDA device memory: refused")) << q.text;
 }
 
+// The UCX settings a context makes where the user made none
+// (context_ucx_defaults), and which of the user's stays instead.
+TEST_F(TopoApi, UcxPrintListsTheSettingsAContextMakes) {
+    ScopedEnv mm("UCX_MM_FIFO_SIZE", nullptr);
+    ScopedEnv sysv("UCX_SYSV_FIFO_SIZE", nullptr);
+    ScopedEnv xpmem("UCX_XPMEM_FIFO_SIZE", nullptr);
+    ScopedEnv eh("UCX_MM_ERROR_HANDLING", nullptr);
+    ScopedEnv ka("UCX_KEEPALIVE_INTERVAL", nullptr);
+    ScopedEnv pt("P2P_PEER_TIMEOUT_MS", "3000");
+    ScopedEnv tls("UCX_TLS", "shm,self");
+    {
+        ScopedEnv posix("UCX_POSIX_FIFO_SIZE", nullptr);
+        Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
+        ASSERT_EQ(P2P_OK, p.status) << p.text;
+        EXPECT_TRUE(contains(p.text, "    UCX_MM_FIFO_SIZE=256\n")) << p.text;
+        EXPECT_TRUE(contains(p.text, "    UCX_MM_ERROR_HANDLING=y\n")) << p.text;
+        EXPECT_TRUE(contains(p.text, "    UCX_KEEPALIVE_INTERVAL=1000ms\n")) << p.text;
+    }
+    {
+        ScopedEnv posix("UCX_POSIX_FIFO_SIZE", "64");
+        Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
+        ASSERT_EQ(P2P_OK, p.status) << p.text;
+        EXPECT_TRUE(contains(p.text, "UCX_MM_FIFO_SIZE=256 not set: the user's "
+                                     "UCX_POSIX_FIFO_SIZE=64 stays")) << p.text;
+    }
+    {
+        ScopedEnv posix("UCX_POSIX_FIFO_SIZE", nullptr);
+        ScopedEnv tcp("UCX_TLS", "tcp,self");  // no shared memory: no MM_ settings
+        Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
+        ASSERT_EQ(P2P_OK, p.status) << p.text;
+        EXPECT_FALSE(contains(p.text, "UCX_MM_")) << p.text;
+        EXPECT_TRUE(contains(p.text, "    UCX_KEEPALIVE_INTERVAL=1000ms\n")) << p.text;
+    }
+    ScopedEnv bad("P2P_PEER_TIMEOUT_MS", "soon");
+    Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
+    ASSERT_EQ(P2P_OK, p.status) << p.text;
+    EXPECT_TRUE(contains(p.text, "ucxp2p's settings: none known")) << p.text;
+}
+
 TEST_F(TopoApi, UcxPrintIsTransportErrorWhenUcxCannotStart) {
     {
         ScopedEnv bad("UCX_RNDV_THRESH", "not-a-size");  // ucp_config_read fails
