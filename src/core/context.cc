@@ -26,20 +26,18 @@ constexpr uint64_t kKnownFields =
 constexpr uint64_t kMaxSpinUs = 1000000;        // 1 s
 constexpr uint64_t kMaxPeerTimeoutMs = 3600000; // 1 h
 
-/** Set a UCX variable on our config object unless the user set UCX_<name>
- *  in the environment: we never override the user's UCX settings. */
-void ucx_default(ucp_config_t *cfg, const char *name, const std::string &value) {
-    std::string env = std::string("UCX_") + name;
-    std::string file, which;
-    if (ucx_user_value(env.c_str(), &file, &which) != nullptr) {
-        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s%s%s", which.c_str(),
-                file.empty() ? "" : " from ", file.c_str());
+/** Set a UCX variable on our config object unless the user set it
+ *  (d.user_set()): we never override the user's UCX settings. */
+void ucx_default(ucp_config_t *cfg, const UcxDefault &d) {
+    if (d.user_set()) {
+        P2P_LOG(P2P_LOG_DEBUG, "context: keeping user's %s%s%s", d.user_name.c_str(),
+                d.user_file.empty() ? "" : " from ", d.user_file.c_str());
         return;
     }
-    ucs_status_t st = ucp_config_modify(cfg, name, value.c_str());
+    ucs_status_t st = ucp_config_modify(cfg, d.name.c_str(), d.value.c_str());
     if (st != UCS_OK) {
         P2P_LOG(P2P_LOG_DEBUG, "context: ucx setting %s=%s not applied: %s",
-                name, value.c_str(), ucs_status_string(st));
+                d.name.c_str(), d.value.c_str(), ucs_status_string(st));
     }
 }
 
@@ -184,12 +182,18 @@ std::vector<UcxDefault> context_ucx_default_list(const ContextSettings &settings
     // Bound the time to detect a dead peer (keepalive rounds).
     out.push_back({"KEEPALIVE_INTERVAL",
                    std::to_string(std::max<uint32_t>(settings.peer_timeout_ms / 3, 5)) + "ms"});
+    for (UcxDefault &d : out) {
+        const std::string env = "UCX_" + d.name;
+        if (const char *v = ucx_user_value(env.c_str(), &d.user_file, &d.user_name)) {
+            d.user_value = v;
+        }
+    }
     return out;
 }
 
 void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings) {
     for (const UcxDefault &d : context_ucx_default_list(settings)) {
-        ucx_default(cfg, d.name.c_str(), d.value);
+        ucx_default(cfg, d);
     }
 }
 

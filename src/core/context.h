@@ -58,14 +58,22 @@ constexpr unsigned kMmFifoSize = 256;
  *  peer_timeout_ms / 3 (KEEPALIVE_INTERVAL). */
 void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings);
 
-/** One UCX setting a context makes: name without the UCX_ prefix. */
+/** One UCX setting a context makes: name without the UCX_ prefix. Where
+ *  the user set it (ucx_user_value: the variable itself or a transport's
+ *  copy, in the environment or a config file), user_name is the name
+ *  found, user_value its value and user_file the file ("" for the
+ *  environment), and the context leaves it as the user set it. */
 struct UcxDefault {
     std::string name;
     std::string value;
+    std::string user_name{};
+    std::string user_value{};
+    std::string user_file{};
+    bool user_set() const { return !user_name.empty(); }
 };
 /** What context_ucx_defaults sets for these settings and the environment's
- *  UCX_TLS, before the user's own settings are left out (p2p_ucx_print
- *  lists both). */
+ *  UCX_TLS, each with the user's own setting where there is one (applied
+ *  only where there is none; p2p_ucx_print lists both). */
 std::vector<UcxDefault> context_ucx_default_list(const ContextSettings &settings);
 
 class Context {

@@ -342,9 +342,6 @@ bool Server::Impl::next_request(Conn *c, wire::Request *r) {
     while (rc <= 0) {
         struct pollfd p = {c->fd.get(), POLLIN, 0};
         rc = ::poll(&p, 1, -1);
-        if (rc > 0) {
-            break;
-        }
         if (rc < 0 && errno != EINTR) {
             return false;
         }

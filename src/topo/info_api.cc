@@ -122,13 +122,12 @@ p2p_status_t ucx_print(FILE *s) {
     } else {
         std::fprintf(s, "  ucxp2p's settings (where the user set none):\n");
         for (const ucxp2p::UcxDefault &d : ucxp2p::context_ucx_default_list(cs)) {
-            const std::string name = "UCX_" + d.name;
-            std::string which;
-            if (const char *v = ucxp2p::ucx_user_value(name.c_str(), nullptr, &which)) {
-                std::fprintf(s, "    %s=%s not set: the user's %s=%s stays\n", name.c_str(),
-                             d.value.c_str(), which.c_str(), v);
+            if (d.user_set()) {
+                std::fprintf(s, "    UCX_%s=%s not set: the user's %s=%s stays\n",
+                             d.name.c_str(), d.value.c_str(), d.user_name.c_str(),
+                             d.user_value.c_str());
             } else {
-                std::fprintf(s, "    %s=%s\n", name.c_str(), d.value.c_str());
+                std::fprintf(s, "    UCX_%s=%s\n", d.name.c_str(), d.value.c_str());
             }
         }
     }
