@@ -202,15 +202,33 @@ private:
     std::vector<Context::UnnamedPeer> unnamed_peers() noexcept;
     /** quiet: a failure is logged at debug level (shutdown's goodbyes). */
     p2p_status_t connect_ep(uint32_t peer, ucp_ep_h *ep_p, bool quiet = false);  // lock held
-    /** post()'s body, worker lock held; try_imm: sends try send_imm first;
+    /** post()'s body, worker lock held; try_imm: sends try send_try first;
      *  *kick: wake the progress thread after unlocking. */
     p2p_status_t post_locked(bool is_send, const PostItem *items, size_t count,
                              size_t *bad_index_p, bool try_imm, bool *kick);
-    /** Send it on ep if UCX can complete it inside the call; true if it did
-     *  (nothing sent otherwise). Worker lock held. */
-    bool send_imm(const PostItem &it, ucp_ep_h ep);
-    /** Larger messages cannot complete inside a send call (UCX's
-     *  eager-short limit is a few KiB on every transport): not asked to. */
+    /** What send_try did with a send. */
+    enum class Tried { kDone, kPosted, kNotSent };
+    /** The common case of a send, one UCX call: a message with no
+     *  single-copy or request look-alike question, up to kImmediateMax,
+     *  sent with op (fresh from alloc_op) as its callback's data.
+     *  kDone: UCX sent it inside the call (eager short or bcopy); op is
+     *  untouched and the caller queues the completion. kPosted: UCX keeps
+     *  a request (or finished it through the callback inside the call); op
+     *  is its record, adopted (adopt_send). kNotSent: not such a send, or
+     *  UCX refused it at once (an error); op is untouched and the general
+     *  path (post_one) sends or reports. accounted: the caller already
+     *  counted the operation (post_locked); else adopt_send does. *kick as
+     *  in post_locked. Worker lock held; peer connected, memory not dead.
+     *  (Not UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX 1.13 grants it only on its
+     *  inline path, which ends at the transport's short size, ~100 bytes
+     *  over shared memory; a larger message refused there took a second
+     *  UCX call through post_one, docs/PERFORMANCE.md 2026-11-30 07:45.) */
+    Tried send_try(const PostItem &it, ucp_ep_h ep, Op *op, bool accounted, bool *kick);
+    /** send_try's kPosted: op becomes the record of UCX's result r. */
+    void adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted,
+                    bool *kick);
+    /** Larger messages do not complete inside a send call (UCX's eager
+     *  limit is a few KiB on every transport): the general path. */
     static constexpr size_t kImmediateMax = 16384;
     /** send_single's general path: post_locked of one send that did not
      *  go at once. Worker lock held. */
@@ -316,7 +334,7 @@ private:
         op->length = it.length;
     }
     /** Queue the success of it, finished inside its post with no operation
-     *  record (send_single, recv_now, send_imm); counted: it was added to the
+     *  record (send_single, recv_now, send_try); counted: it was added to the
      *  queue's pending count. Worker lock held. */
     void queue_done(p2p_queue_t q, const PostItem &it, size_t bytes, bool counted) {
         cq_[q].push_ok(it.user_context, it.peer, it.tensor_id, bytes, counted);

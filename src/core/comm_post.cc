@@ -210,6 +210,9 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     // before anything is posted: a batch too large for memory fails whole
     // (P2P_ERR_NO_MEMORY from the throw), never after posting part of it.
     cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].reserve(count);
+    if (is_send && try_imm && spare_ == nullptr) {
+        spare_ = alloc_op();  // send_try's record (the cache below is the items')
+    }
     if (free_ops_.size() < count) {
         free_ops_.reserve(count);  // then push_back cannot throw: no leak
         while (free_ops_.size() < count) free_ops_.push_back(new Op());
@@ -226,12 +229,23 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     pr.ops_posted(count);
     bool in_flight = false;
     for (size_t i = 0; i < count; ++i) {
-        if (is_send && try_imm && send_imm(items[i], eps[i])) {
-            // Done: what finish() does for an operation, with none.
-            items[i].mem->release();
-            pr.op_completed();
-            queue_done(P2P_QUEUE_SEND, items[i], items[i].length, /*counted=*/true);
-            continue;
+        if (is_send && try_imm) {
+            bool unused = false;  // post_locked notes the batch once, below
+            const Tried t = send_try(items[i], eps[i], spare_, /*accounted=*/true, &unused);
+            if (t == Tried::kDone) {
+                // What finish() does for an operation, with none.
+                items[i].mem->release();
+                pr.op_completed();
+                queue_done(P2P_QUEUE_SEND, items[i], items[i].length, /*counted=*/true);
+                continue;
+            }
+            if (t == Tried::kPosted) {
+                // The request's record now; the next from the cache (each
+                // item takes at most one: no throw).
+                spare_ = alloc_op();
+                in_flight = true;
+                continue;
+            }
         }
         in_flight |= post_one(is_send, items[i], eps[i]);
     }
@@ -256,6 +270,29 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     // a single-copy request whose answer needs progress).
     *kick = (!is_send || in_flight) && pr.note_post_locked();
     return P2P_OK;
+}
+
+void Comm::adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted,
+                      bool *kick) {
+    fill_op(op, true, it);
+    Progress &pr = ctx_->progress();
+    if (!accounted) {
+        it.mem->acquire();  // not dead: the caller checked, under this lock
+        cq_[P2P_QUEUE_SEND].add_pending(1);
+        pr.ops_posted(1);
+    }
+    if (op->done_in_post) {  // its callback ran inside the call
+        if (UCS_PTR_IS_PTR(r)) {
+            ucp_request_free(r);
+        }
+        complete(op, op->post_status, it.length);
+        return;
+    }
+    op->request = r;
+    link(op);
+    if (!accounted) {
+        *kick = pr.note_post_locked();  // post_locked notes a batch once
+    }
 }
 
 p2p_status_t Comm::send_locked(const PostItem &it, bool *kick) {

@@ -27,22 +27,7 @@ using namespace ucxp2p;
 
 namespace {
 
-/** Rank `rank` of a two-rank job on this host, exchanging through ex. */
-class PairJob : public coretest::FakeJob {
-public:
-    PairJob(coretest::PairExchange *ex, uint32_t rank) : FakeJob(2, rank, rank, 2), ex_(ex) {}
-    p2p_status_t allgather(const std::vector<uint8_t> &mine,
-                           std::vector<std::vector<uint8_t>> *all) override {
-        return ex_->swap(rank(), mine, all);
-    }
-    p2p_status_t barrier() override {
-        std::vector<std::vector<uint8_t>> all;
-        return ex_->swap(rank(), {}, &all);
-    }
-
-private:
-    coretest::PairExchange *ex_;
-};
+using coretest::PairJob;
 
 // Below, at and above P2P_TCP_BULK_THRESH (set to 64 KiB by the tcp runs),
 // and one size that is no multiple of anything.

@@ -60,6 +60,23 @@ struct PairExchange {
     }
 };
 
+/** Rank `rank` of a two-rank job on this host, exchanging through ex. */
+class PairJob : public FakeJob {
+public:
+    PairJob(PairExchange *ex, uint32_t rank) : FakeJob(2, rank, rank, 2), ex_(ex) {}
+    p2p_status_t allgather(const std::vector<uint8_t> &mine,
+                           std::vector<std::vector<uint8_t>> *all) override {
+        return ex_->swap(rank(), mine, all);
+    }
+    p2p_status_t barrier() override {
+        std::vector<std::vector<uint8_t>> all;
+        return ex_->swap(rank(), {}, &all);
+    }
+
+private:
+    PairExchange *ex_;
+};
+
 } // namespace coretest
 
 #endif
