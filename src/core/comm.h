@@ -208,21 +208,17 @@ private:
                              size_t *bad_index_p, bool try_imm, bool *kick);
     /** What send_try did with a send. */
     enum class Tried { kDone, kPosted, kNotSent };
-    /** The common case of a send, one UCX call: a message with no
-     *  single-copy or request look-alike question, up to kImmediateMax,
-     *  sent with op (fresh from alloc_op) as its callback's data.
-     *  kDone: UCX sent it inside the call (eager short or bcopy); op is
-     *  untouched and the caller queues the completion. kPosted: UCX keeps
-     *  a request (or finished it through the callback inside the call); op
-     *  is its record, adopted (adopt_send). kNotSent: not such a send, or
-     *  UCX refused it at once (an error); op is untouched and the general
-     *  path (post_one) sends or reports. accounted: the caller already
-     *  counted the operation (post_locked); else adopt_send does. *kick as
-     *  in post_locked. Worker lock held; peer connected, memory not dead.
-     *  (Not UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX 1.13 grants it only on its
-     *  inline path, which ends at the transport's short size, ~100 bytes
-     *  over shared memory; a larger message refused there took a second
-     *  UCX call through post_one, docs/PERFORMANCE.md 2026-11-30 07:45.) */
+    /** A send in one UCX call: up to kImmediateMax, no single-copy or
+     *  request look-alike question, op (fresh) as its callback's data.
+     *  kDone: sent inside the call, op untouched, the caller queues the
+     *  completion. kPosted: UCX keeps a request (or ran the callback in the
+     *  call); op is its record (adopt_send). kNotSent: not such a send, or
+     *  an error at once; op untouched, post_one sends or reports.
+     *  accounted: post_locked counted the operation, else adopt_send does.
+     *  Worker lock held; peer connected, memory not dead. Not
+     *  UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX 1.13 grants it only up to its
+     *  inline size (~100 bytes over shared memory), and a larger send took
+     *  a second call (docs/PERFORMANCE.md, 2026-11-30 07:45). */
     Tried send_try(const PostItem &it, ucp_ep_h ep, Op *op, bool accounted, bool *kick);
     /** send_try's kPosted: op becomes the record of UCX's result r. */
     void adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted,
