@@ -21,7 +21,11 @@ check() {
     local out; out=$(cd "$1" && pwd)
     local t=$out/tree
     [ -x "$t/tools/p2prun/p2prun" ] || { echo "pack_tree: $t is not a packed tree" >&2; exit 2; }
-    export LD_LIBRARY_PATH=$out/lib:$t/.libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    # Programs carry the build machine's absolute rpaths (libtool's), which
+    # do not exist here: every .libs folder holding a shared library (the
+    # core, the herring shim, the SMDDP stand-in test/herring/libsmddpcpp).
+    local libs; libs=$(find "$t" -path '*/.libs/*.so' -printf '%h\n' | sort -u | paste -sd:)
+    export LD_LIBRARY_PATH=$out/lib:$libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export PATH=$out/bin:$PATH P2P_TOP_SRCDIR=$t P2P_TOP_BUILDDIR=$t
     cd "$t" || exit 2
     step() { echo "== $(date -u +%H:%M:%S) $*"; }
