@@ -1,7 +1,7 @@
 /*
  * The end of a non-blocking operation that a caller waits for with a
  * deadline of its own, while the operation's callback may come after the
- * caller stopped waiting (or never). PmixBootstrap's fences use it: a PMIx
+ * caller stopped waiting (or never). PmixBootstrap's fences and gets use it: a PMIx
  * server does not always end a fence at the PMIX_TIMEOUT it was given.
  *
  * The caller makes a shared DeadlineWait and hands the callback a heap

@@ -11,6 +11,7 @@
 
 #include <pmix.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -154,6 +155,40 @@ void keep_client_until_exit() {
 /** PMIx_Fence_nb's callback (cbdata: DeadlineWait::callback_ref). */
 void fence_done(pmix_status_t st, void *cbdata) { DeadlineWait::finish(cbdata, st); }
 
+/**
+ * One PMIx_Get_nb: what it reads, and the copy of the value its callback
+ * makes (PMIx owns kv only during the callback). Held by the wait's args,
+ * so it outlives a caller that stopped waiting.
+ */
+struct GetOp {
+    pmix_proc_t proc;
+    std::string key;
+    InfoArray info;
+    ValuePtr value;
+    GetOp(const pmix_proc_t &p, std::string k) : proc(p), key(std::move(k)), info(1) {}
+};
+
+/** PMIx_Get_nb's callback (cbdata: DeadlineWait::callback_ref). */
+void get_done(pmix_status_t st, pmix_value_t *kv, void *cbdata) {
+    auto &w = *static_cast<std::shared_ptr<DeadlineWait> *>(cbdata);
+    GetOp *op = static_cast<GetOp *>(w->args.get());
+    if (st == PMIX_SUCCESS && kv == nullptr) {
+        st = PMIX_ERR_NOT_FOUND;
+    } else if (st == PMIX_SUCCESS) {
+        pmix_value_t *copy = nullptr;
+        PMIX_VALUE_CREATE(copy, 1);
+        if (copy == nullptr) {
+            st = PMIX_ERR_NOMEM;
+        } else {
+            op->value.reset(copy);
+            st = PMIx_Value_xfer(copy, kv);
+        }
+    }
+    // The waiter reads op->value only after it sees the status under the
+    // wait's lock, which finish() takes after these writes.
+    DeadlineWait::finish(cbdata, st);
+}
+
 /** Distinguishes the keys of successive bootstrap objects of a process. */
 std::atomic<uint32_t> g_instance{0};
 
@@ -197,6 +232,18 @@ public:
 private:
     p2p_status_t get_u32(const pmix_proc_t &proc, const char *key,
                          uint32_t *out);
+    /** Where a fence or a get stops waiting for the server: twice its
+     *  PMIX_TIMEOUT and a second from now (see fence()). */
+    Clock::time_point deadline() const {
+        return Clock::now() + std::chrono::seconds(2 * static_cast<int64_t>(timeout_s_) + 1);
+    }
+    /** Starts PMIx_Get_nb of key from proc (with PMIX_TIMEOUT); *w waits
+     *  for it. A PMIx error when the get was refused (no callback). */
+    pmix_status_t get_start(const pmix_proc_t &proc, std::string key,
+                            std::shared_ptr<DeadlineWait> *w);
+    /** Waits for a started get until end: its value, or the error logged
+     *  (P2P_ERR_TIMEOUT when the server did not answer by then). */
+    p2p_status_t get_end(DeadlineWait &w, Clock::time_point end, ValuePtr *out);
     p2p_status_t fence(bool collect, const char *what);
     static p2p_status_t from_pmix(pmix_status_t st) {
         return st == PMIX_ERR_TIMEOUT ? P2P_ERR_TIMEOUT : P2P_ERR_BOOTSTRAP;
@@ -214,15 +261,57 @@ private:
     uint32_t local_size_ = 0;
 };
 
+pmix_status_t PmixBootstrap::get_start(const pmix_proc_t &proc, std::string key,
+                                       std::shared_ptr<DeadlineWait> *w) {
+    auto op = std::make_shared<GetOp>(proc, std::move(key));
+    op->info.load(0, PMIX_TIMEOUT, &timeout_s_, PMIX_INT);
+    *w = std::make_shared<DeadlineWait>();
+    (*w)->args = op;
+    void *ref = DeadlineWait::callback_ref(*w);
+    pmix_status_t st = PMIx_Get_nb(&op->proc, op->key.c_str(), op->info.data(),
+                                   op->info.size(), get_done, ref);
+    if (st != PMIX_SUCCESS) {
+        DeadlineWait::drop_ref(ref);  // refused: no callback
+        P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: get %s of rank %u refused: %s",
+                rank(), op->key.c_str(), op->proc.rank, PMIx_Error_string(st));
+        if (st == PMIX_OPERATION_SUCCEEDED) {
+            st = PMIX_ERROR;  // done at once, but the value comes only through the callback
+        }
+    }
+    return st;
+}
+
+p2p_status_t PmixBootstrap::get_end(DeadlineWait &w, Clock::time_point end, ValuePtr *out) {
+    const GetOp &op = *static_cast<const GetOp *>(w.args.get());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    int st = PMIX_ERROR;
+    if (!w.wait(std::max(left, std::chrono::milliseconds(0)), &st)) {
+        P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: get %s of rank %u not ended by the "
+                "pmix server within %d s (PMIX_TIMEOUT %d s): timed out", rank(),
+                op.key.c_str(), op.proc.rank, 2 * timeout_s_ + 1, timeout_s_);
+        return P2P_ERR_TIMEOUT;  // the callback, if it comes, frees op
+    }
+    if (st != PMIX_SUCCESS) {
+        P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: get %s of rank %u: %s", rank(),
+                op.key.c_str(), op.proc.rank, PMIx_Error_string(st));
+        return from_pmix(st);
+    }
+    // Finished: the callback is done with op, which this caller now owns.
+    *out = std::move(static_cast<GetOp *>(w.args.get())->value);
+    return P2P_OK;
+}
+
 p2p_status_t PmixBootstrap::get_u32(const pmix_proc_t &proc, const char *key,
                                     uint32_t *out) {
-    pmix_value_t *raw = nullptr;
-    pmix_status_t st = PMIx_Get(&proc, key, nullptr, 0, &raw);
-    ValuePtr val(raw);
-    if (st != PMIX_SUCCESS || val == nullptr) {
-        P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: PMIx_Get(%s) failed: %s", key,
-                PMIx_Error_string(st));
-        return P2P_ERR_BOOTSTRAP;
+    std::shared_ptr<DeadlineWait> w;
+    pmix_status_t pst = get_start(proc, key, &w);
+    if (pst != PMIX_SUCCESS) {
+        return from_pmix(pst);
+    }
+    ValuePtr val;
+    p2p_status_t st = get_end(*w, deadline(), &val);
+    if (st != P2P_OK) {
+        return st;
     }
     if (!value_to_u32(val.get(), out)) {
         P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: %s has non-integer type %s",
@@ -285,12 +374,13 @@ p2p_status_t PmixBootstrap::fence(bool collect, const char *what) {
     pmix_status_t st = PMIx_Fence_nb(&args->proc, 1, args->info.data(), args->info.size(),
                                      fence_done, ref);
     if (st == PMIX_SUCCESS) {
-        const std::chrono::seconds limit(2 * static_cast<int64_t>(timeout_s_) + 1);
+        const auto limit =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline() - Clock::now());
         int got = PMIX_ERROR;
         if (!w->wait(limit, &got)) {
             P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: fence (%s) not ended by "
-                    "the pmix server within %lld s (PMIX_TIMEOUT %d s): timed out",
-                    rank(), what, static_cast<long long>(limit.count()), timeout_s_);
+                    "the pmix server within %d s (PMIX_TIMEOUT %d s): timed out",
+                    rank(), what, 2 * timeout_s_ + 1, timeout_s_);
             return P2P_ERR_TIMEOUT;  // the callback, if it comes, drops ref
         }
         st = got;
@@ -355,20 +445,26 @@ p2p_status_t PmixBootstrap::allgather(
     }
     double fence_ms = ms_since(t0);
 
-    InfoArray info(1);
-    info.load(0, PMIX_TIMEOUT, &timeout_s_, PMIX_INT);
-    std::vector<std::vector<uint8_t>> all(size_);
+    // Every rank's get is asked for before the first is waited for: with
+    // the direct modex each is a round trip through the server, and they
+    // overlap. All end by one deadline (a server may ignore PMIX_TIMEOUT,
+    // as with fences).
+    std::vector<std::shared_ptr<DeadlineWait>> gets(size_);
     for (uint32_t r = 0; r < size_; ++r) {
         pmix_proc_t peer;
         PMIX_LOAD_PROCID(&peer, nspace(), r);
-        pmix_value_t *raw = nullptr;
-        st = PMIx_Get(&peer, key.c_str(), info.data(), info.size(), &raw);
-        ValuePtr got(raw);
-        if (st != PMIX_SUCCESS || got == nullptr) {
-            P2P_LOG(P2P_LOG_ERROR,
-                    "pmix bootstrap: rank %u: get %s of rank %u: %s", rank(),
-                    key.c_str(), r, PMIx_Error_string(st));
+        st = get_start(peer, key, &gets[r]);
+        if (st != PMIX_SUCCESS) {
             return from_pmix(st);
+        }
+    }
+    const Clock::time_point end = deadline();
+    std::vector<std::vector<uint8_t>> all(size_);
+    for (uint32_t r = 0; r < size_; ++r) {
+        ValuePtr got;
+        pst = get_end(*gets[r], end, &got);
+        if (pst != P2P_OK) {
+            return pst;
         }
         if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < 1 ||
             got->data.bo.bytes == nullptr || got->data.bo.bytes[0] != 1) {
