@@ -206,23 +206,18 @@ private:
      *  *kick: wake the progress thread after unlocking. */
     p2p_status_t post_locked(bool is_send, const PostItem *items, size_t count,
                              size_t *bad_index_p, bool try_imm, bool *kick);
-    /** What send_try did with a send. */
-    enum class Tried { kDone, kPosted, kNotSent };
-    /** A send in one UCX call: up to kImmediateMax, no single-copy or
-     *  request look-alike question, op (fresh) as its callback's data.
-     *  kDone: sent inside the call, op untouched, the caller queues the
-     *  completion. kPosted: UCX keeps a request (or ran the callback in the
-     *  call); op is its record (adopt_send). kNotSent: not such a send, or
-     *  an error at once; op untouched, post_one sends or reports.
-     *  accounted: post_locked counted the operation, else adopt_send does.
-     *  Worker lock held; peer connected, memory not dead. Not
-     *  UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: UCX 1.13 grants it only up to its
-     *  inline size (~100 bytes over shared memory), and a larger send took
-     *  a second call (docs/PERFORMANCE.md, 2026-11-30 07:45). */
+    enum class Tried { kDone, kPosted, kNotSent };  // what send_try did with a send
+    /** A send in one UCX call: up to kImmediateMax, no single-copy or request look-alike
+     *  question, op (fresh) as its callback's data. kDone: sent inside the call, op
+     *  untouched, the caller queues the completion. kPosted: UCX keeps a request (or ran
+     *  the callback in the call); op is its record (adopt_send). kNotSent: not such a
+     *  send, or an error at once; op untouched, post_one sends or reports. accounted:
+     *  post_locked counted the operation, else adopt_send does. Worker lock held; peer
+     *  connected, memory not dead. Not FORCE_IMM_CMPL: UCX 1.13 grants it only up to its
+     *  inline size (PERFORMANCE.md). */
     Tried send_try(const PostItem &it, ucp_ep_h ep, Op *op, bool accounted, bool *kick);
     /** send_try's kPosted: op becomes the record of UCX's result r. */
-    void adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted,
-                    bool *kick);
+    void adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted, bool *kick);
     /** Larger messages do not complete inside a send call (UCX's eager
      *  limit is a few KiB on every transport): the general path. */
     static constexpr size_t kImmediateMax = 16384;
@@ -297,6 +292,10 @@ private:
     /** Post one item (errors complete it); true if it is still in flight
      *  afterwards, false if it completed inside the call. */
     bool post_one(bool is_send, const PostItem &it, ucp_ep_h ep);
+    /** After UCX answered a post with r (op filled and counted): a request (linked), the
+     *  callback ran in the call, or a status at once (imm_bytes if UCS_OK); op finished. */
+    enum class Settled { kLinked, kInCall, kAtOnce };
+    Settled settle_post(Op *op, bool is_send, ucs_status_ptr_t r, size_t imm_bytes);
     /** A cleared Op, recycled when one is cached. Worker lock held. */
     Op *alloc_op() {
         if (free_ops_.empty()) {
@@ -316,6 +315,8 @@ private:
             delete op;
         }
     }
+    /** fill_op, and count the operation (memory reference, pending, posted). */
+    void adopt_counted(Op *op, bool is_send, const PostItem &it);
     /** Describe the operation it in op (fresh from alloc_op). */
     void fill_op(Op *op, bool is_send, const PostItem &it) {
         op->comm = this;

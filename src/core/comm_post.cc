@@ -152,25 +152,48 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     }
     // The rest of post_one's work for a receive UCX matched in the call.
     spare_ = nullptr;
-    fill_op(op, false, it);
-    it.mem->acquire();  // not dead: checked above, under this lock
-    cq_[P2P_QUEUE_RECV].add_pending(1);
-    Progress &pr = ctx_->progress();
-    pr.ops_posted(1);
-    if (op->done_in_post) {
+    adopt_counted(op, false, it);  // memory not dead: checked above, under this lock
+    settle_post(op, false, r, info.length);
+    *kick = ctx_->progress().note_post_locked();
+    return true;
+}
+
+// Inline: the tails of post_one (every receive posted ahead) and recv_now.
+__attribute__((always_inline)) inline void Comm::adopt_counted(Op *op, bool is_send,
+                                                                const PostItem &it) {
+    fill_op(op, is_send, it);
+    it.mem->acquire();
+    cq_[is_send ? P2P_QUEUE_SEND : P2P_QUEUE_RECV].add_pending(1);
+    ctx_->progress().ops_posted(1);
+}
+
+__attribute__((always_inline)) inline Comm::Settled
+Comm::settle_post(Op *op, bool is_send, ucs_status_ptr_t r, size_t imm_bytes) {
+    ucs_status_t st;
+    size_t bytes;
+    Settled how;
+    if (op->done_in_post) {  // its callback ran inside the call
         if (UCS_PTR_IS_PTR(r)) {
             ucp_request_free(r);
         }
-        recv_done(op, op->post_status, op->post_bytes);
+        st = op->post_status;
+        bytes = op->post_bytes;
+        how = Settled::kInCall;
     } else if (UCS_PTR_IS_PTR(r)) {
         op->request = r;
         link(op);
+        return Settled::kLinked;
     } else {
-        ucs_status_t st = UCS_PTR_STATUS(r);
-        recv_done(op, st, st == UCS_OK ? info.length : 0);
+        st = UCS_PTR_STATUS(r);
+        bytes = st == UCS_OK ? imm_bytes : 0;
+        how = Settled::kAtOnce;
     }
-    *kick = pr.note_post_locked();
-    return true;
+    if (is_send) {
+        complete(op, st, bytes);
+    } else {
+        recv_done(op, st, bytes);  // an error only completes; data may be a request
+    }
+    return how;
 }
 
 // Always inline: the single posts' copies (recv_single, send_locked), with
@@ -274,24 +297,13 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
 
 void Comm::adopt_send(Op *op, const PostItem &it, ucs_status_ptr_t r, bool accounted,
                       bool *kick) {
-    fill_op(op, true, it);
-    Progress &pr = ctx_->progress();
-    if (!accounted) {
-        it.mem->acquire();  // not dead: the caller checked, under this lock
-        cq_[P2P_QUEUE_SEND].add_pending(1);
-        pr.ops_posted(1);
+    if (accounted) {
+        fill_op(op, true, it);
+    } else {
+        adopt_counted(op, true, it);  // memory not dead: the caller checked, under this lock
     }
-    if (op->done_in_post) {  // its callback ran inside the call
-        if (UCS_PTR_IS_PTR(r)) {
-            ucp_request_free(r);
-        }
-        complete(op, op->post_status, it.length);
-        return;
-    }
-    op->request = r;
-    link(op);
-    if (!accounted) {
-        *kick = pr.note_post_locked();  // post_locked notes a batch once
+    if (settle_post(op, true, r, it.length) == Settled::kLinked && !accounted) {
+        *kick = ctx_->progress().note_post_locked();  // post_locked notes a batch once
     }
 }
 
@@ -340,26 +352,15 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
                                &prm);
     }
     op->posting = false;
-    if (op->done_in_post) {
-        if (UCS_PTR_IS_PTR(req)) {
-            ucp_request_free(req);
-        }
-        if (is_send) {
-            complete(op, op->post_status, op->post_bytes);
-            return false;
-        }
-        probe_misses_ = 0;  // its message was waiting: recv_now looks again
-        recv_done(op, op->post_status, op->post_bytes);
-        return true;  // receives are reported in flight (see post())
-    }
-    if (UCS_PTR_IS_PTR(req)) {
-        op->request = req;
-        link(op);
+    const Settled how = settle_post(op, is_send, req, it.length);
+    if (how == Settled::kLinked) {
         return true;
     }
-    // Completed at once without a callback (a send; or an error).
-    complete(op, UCS_PTR_STATUS(req), is_send ? it.length : 0);
-    return false;
+    if (how == Settled::kInCall && !is_send) {
+        probe_misses_ = 0;  // its message was waiting: recv_now looks again
+        return true;        // receives are reported in flight (see post())
+    }
+    return false;  // completed at once (a send; or an error)
 }
 
 } // namespace ucxp2p
