@@ -212,7 +212,7 @@ private:
      *  untouched, the caller queues the completion. kPosted: UCX keeps a request (or ran
      *  the callback in the call); op is its record (adopt_send). kNotSent: not such a
      *  send, or an error at once; op untouched, post_one sends or reports. accounted:
-     *  post_locked counted the operation, else adopt_send does. Worker lock held; peer
+     *  post_locked counted it (kick unused, may be null), else adopt_send. Lock held; peer
      *  connected, memory not dead. Not FORCE_IMM_CMPL: UCX 1.13 grants it only up to its
      *  inline size (PERFORMANCE.md). */
     Tried send_try(const PostItem &it, ucp_ep_h ep, Op *op, bool accounted, bool *kick);

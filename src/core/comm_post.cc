@@ -253,8 +253,8 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
     bool in_flight = false;
     for (size_t i = 0; i < count; ++i) {
         if (is_send && try_imm) {
-            bool unused = false;  // post_locked notes the batch once, below
-            const Tried t = send_try(items[i], eps[i], spare_, /*accounted=*/true, &unused);
+            // No kick: accounted, and post_locked notes the batch once, below.
+            const Tried t = send_try(items[i], eps[i], spare_, /*accounted=*/true, nullptr);
             if (t == Tried::kDone) {
                 // What finish() does for an operation, with none.
                 items[i].mem->release();
