@@ -20,7 +20,13 @@
 # at a time under valgrind, the other native): inclusive instructions of
 # perftest::run_rate divided by the messages it moved. Deterministic up to
 # the sender's retries when the shared-memory FIFO is full, so a single run
-# compares trees where timing cannot.
+# compares trees where timing cannot. The receiver's count has two regimes:
+# receives posted ahead of their messages (~1100 instructions per message at
+# 8 B, 2026-11-30) or messages already arrived when their receive is posted
+# (found by a probe, ~650); which one a run falls into varies from run to
+# run, so -i also prints the share of receives that found their message
+# (ucp_tag_msg_recv_nbx calls among all receive calls): compare receivers
+# only at similar shares.
 set -euo pipefail
 rounds=3
 tls=shm,self
@@ -32,11 +38,11 @@ while getopts "n:t:a:i" o; do
     t) tls=$OPTARG ;;
     a) more=$OPTARG ;;
     i) icount=1 ;;
-    *) sed -n '2,23p' "$0"; exit 2 ;;
+    *) sed -n '2,29p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { sed -n '2,23p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,29p' "$0"; exit 2; }
 trees=()
 for spec in "$@"; do
     t=${spec%%=*}
@@ -102,13 +108,38 @@ icount_of() {  # TREE[=OPTS] RANK -> instructions per message
     rr=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
          grep -m1 'perftest::run_rate' | awk '{gsub(",", "", $1); print $1}')
     msgs=$(( (2000 + 10) * 64 ))  # timed + warm-up iterations, W each
-    echo $(( ${rr:-0} / msgs ))
+    echo "$(( ${rr:-0} / msgs )) $(arrived_share "$out")"
+}
+arrived_share() {  # callgrind file -> percent of receives that probed theirs
+    python3 - "$1" <<'PY'
+import re, sys
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+names, calls, cur = {}, {}, None
+for line in lines:  # names are given once, as fn=(id) name or cfn=(id) name
+    m = re.match(r"c?fn=\((\d+)\) (.*)", line)
+    if m:
+        names[m.group(1)] = m.group(2).strip()
+for line in lines:  # a call: cfn=(id), then calls=N
+    m = re.match(r"cfn=\((\d+)\)", line)
+    if m:
+        cur = names.get(m.group(1))
+        continue
+    m = re.match(r"calls=(\d+)", line)
+    if m and cur:
+        calls[cur] = calls.get(cur, 0) + int(m.group(1))
+        cur = None
+found = calls.get("ucp_tag_msg_recv_nbx", 0)
+total = found + calls.get("ucp_tag_recv_nbx", 0)
+print(round(100.0 * found / total) if total else 0)
+PY
 }
 
 if [ $icount = 1 ]; then
     command -v valgrind >/dev/null || { echo "rate_ab: -i needs valgrind" >&2; exit 1; }
     for t in "$@"; do
-        echo "$t: sender $(icount_of "$t" 0) receiver $(icount_of "$t" 1) instructions/message"
+        read -r snd _ <<<"$(icount_of "$t" 0)"
+        read -r rcv share <<<"$(icount_of "$t" 1)"
+        echo "$t: sender $snd receiver $rcv instructions/message ($share% of receives found their message arrived)"
     done
     exit 0
 fi
