@@ -43,12 +43,16 @@ struct DeadlineWait {
         (*w)->cv.notify_all();
         delete w;
     }
-    /** Wait until finish() or limit; true with *status when finished. */
-    bool wait(std::chrono::milliseconds limit, int *status) {
+    /** Wait until finish() or end; true with *status when finished. */
+    bool wait_until(std::chrono::steady_clock::time_point end, int *status) {
         std::unique_lock<std::mutex> lock(mu);
-        if (!cv.wait_for(lock, limit, [this] { return done; })) return false;
+        if (!cv.wait_until(lock, end, [this] { return done; })) return false;
         *status = this->status;
         return true;
+    }
+    /** Wait until finish() or limit from now. */
+    bool wait(std::chrono::milliseconds limit, int *status) {
+        return wait_until(std::chrono::steady_clock::now() + limit, status);
     }
 };
 

@@ -11,7 +11,6 @@
 
 #include <pmix.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -283,9 +282,8 @@ pmix_status_t PmixBootstrap::get_start(const pmix_proc_t &proc, std::string key,
 
 p2p_status_t PmixBootstrap::get_end(DeadlineWait &w, Clock::time_point end, ValuePtr *out) {
     const GetOp &op = *static_cast<const GetOp *>(w.args.get());
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
     int st = PMIX_ERROR;
-    if (!w.wait(std::max(left, std::chrono::milliseconds(0)), &st)) {
+    if (!w.wait_until(end, &st)) {
         P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: get %s of rank %u not ended by the "
                 "pmix server within %d s (PMIX_TIMEOUT %d s): timed out", rank(),
                 op.key.c_str(), op.proc.rank, 2 * timeout_s_ + 1, timeout_s_);
@@ -374,10 +372,8 @@ p2p_status_t PmixBootstrap::fence(bool collect, const char *what) {
     pmix_status_t st = PMIx_Fence_nb(&args->proc, 1, args->info.data(), args->info.size(),
                                      fence_done, ref);
     if (st == PMIX_SUCCESS) {
-        const auto limit =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline() - Clock::now());
         int got = PMIX_ERROR;
-        if (!w->wait(limit, &got)) {
+        if (!w->wait_until(deadline(), &got)) {
             P2P_LOG(P2P_LOG_ERROR, "pmix bootstrap: rank %u: fence (%s) not ended by "
                     "the pmix server within %d s (PMIX_TIMEOUT %d s): timed out",
                     rank(), what, 2 * timeout_s_ + 1, timeout_s_);
