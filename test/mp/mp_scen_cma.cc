@@ -215,7 +215,8 @@ void run_cma_split_wait(int argc, char **argv) {
     RegBuf big(r.ctx(), kLen, r.rank() == 0 ? 0 : 0xEE);
     RegBuf small(r.ctx(), 16, 0);
     // Below the threshold (auto: its size class starts with UCX, and this is
-    // its first send): UCX moves it.
+    // its first send): UCX moves it, by rendezvous where it is to stay in
+    // flight (mp_test sets UCX_RNDV_THRESH below it: eager, it completes).
     const size_t kMid = size_t(128) << 10;
     RegBuf mid(r.ctx(), kMid, 0x5A);
     const std::vector<Xfer> payload = {{r.rank() == 0, 1 - r.rank(), 2, kLen, 0}};

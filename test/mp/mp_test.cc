@@ -410,7 +410,7 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownWithASendInFlight2Ranks) {
     }
     RunSpec s;
     s.args = {"cma-split-wait", "sending"};
-    s.env = {"P2P_LOG_LEVEL=debug"};
+    s.env = {"P2P_LOG_LEVEL=debug", kRendezvous};
     const std::string out = expect_pass(s, "cma-split-wait ok");
     EXPECT_NE(std::string::npos, out.find("closing the endpoint to rank 0 by force: "
                                           "sends in flight, goodbye said")) << out;
@@ -427,7 +427,7 @@ TEST_P(MpTest, SingleCopySplitReceiverShutdownDeadlineEndsTheSend2Ranks) {
     }
     RunSpec s;
     s.args = {"cma-split-wait", "stall"};
-    s.env = {"P2P_PEER_TIMEOUT_MS=300"};
+    s.env = {"P2P_PEER_TIMEOUT_MS=300", kRendezvous};
     expect_pass(s, "cma-split-wait ok");
 }
 

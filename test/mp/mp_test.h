@@ -34,6 +34,15 @@ struct Transport {
 // gtest prints parameters of failing tests with this.
 inline void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
 
+// For tests whose scenario keeps a UCX send of 64 KiB or more in flight
+// to a rank that never receives it (it stopped, left or died): that send
+// must be rendezvous. Sent eagerly it completes P2P_OK at once, as
+// documented, and over tcp a peer's death with eager zero-copy sends out
+// meets UCX 1.13's abort (README, Peer failure). UCX's own threshold
+// depends on the machine: an H200's 16-core host sent 128 KiB over shared
+// memory eagerly, where this VM uses rendezvous.
+const char *const kRendezvous = "UCX_RNDV_THRESH=16K";
+
 const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
 const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};
 // P2P_THREAD_SERIALIZED: no progress thread; every scenario but `threads`

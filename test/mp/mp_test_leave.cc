@@ -24,7 +24,7 @@ TEST_P(MpTest, SendToAStoppedPeerEndsAtShutdown2Ranks) {
 // communicator finds the process gone (same host) within about a peer
 // timeout.
 TEST_P(MpTest, PeerKilledBeforeItsEndpointWasWiredUp2Ranks) {
-    expect_rank_killed({"stopped-peer", "killed"}, "stopped-peer ok");
+    expect_rank_killed({"stopped-peer", "killed"}, "stopped-peer ok", {kRendezvous});
 }
 
 // The context sizes shared memory FIFOs at 256 elements unless the user
@@ -105,7 +105,7 @@ TEST_P(MpTest, RankLeavingWithSendsInFlightSaysGoodbye) {
         RunSpec s;
         s.ranks = 2;
         s.args = {"leave", "shutdown-sending"};
-        s.env = {"P2P_LOG_LEVEL=debug"};
+        s.env = {"P2P_LOG_LEVEL=debug", kRendezvous};
         const std::string out = expect_pass(s, "leave ok");
         EXPECT_NE(std::string::npos, out.find("closing the endpoint to rank 0 by force: "
                                               "sends in flight, goodbye said"))
@@ -162,6 +162,7 @@ TEST_P(MpTest, OperationsNamingARankKilledMidStreamComplete4Ranks) {
     s.ranks = 4;
     s.keep_going = true;
     s.args = {"kill-stream"};
+    s.env = {kRendezvous};
     std::string out;
     int st = run(s, &out);
     EXPECT_EQ(137, st) << "p2prun must report the victim's SIGKILL\n" << out;
