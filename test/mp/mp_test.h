@@ -42,6 +42,10 @@ inline void PrintTo(const Transport &t, std::ostream *os) { *os << t.name; }
 // depends on the machine: an H200's 16-core host sent 128 KiB over shared
 // memory eagerly, where this VM uses rendezvous.
 const char *const kRendezvous = "UCX_RNDV_THRESH=16K";
+// And for tests whose sender must finish small sends (4 KiB) before its
+// receiver posts: those must be eager (a user's UCX_RNDV_THRESH=1K made
+// them rendezvous, and the sender waited for good).
+const char *const kEagerSmall = "UCX_RNDV_THRESH=64K";
 
 const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
 const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo"}};

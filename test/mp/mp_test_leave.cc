@@ -194,7 +194,7 @@ TEST_P(MpTest, ReceiveFromARankThatDiedBeforeItWasNamed) {
         SCOPED_TRACE(args.back());
         p2ptest::TempDir dir;
         const std::string out = expect_rank_killed(
-            args, "dead-first ok", {"P2P_MP_PID_FILE=" + dir.path() + "/pid"});
+            args, "dead-first ok", {"P2P_MP_PID_FILE=" + dir.path() + "/pid", kEagerSmall});
         if (args.back() == "unseen") {
             if (out.find("unseen unavailable") != std::string::npos) {
                 std::printf("[ mp_test  ] dead-first unseen ran as plain dead-first: %s\n",
