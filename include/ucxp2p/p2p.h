@@ -308,8 +308,9 @@ p2p_status_t p2p_bootstrap_barrier(p2p_bootstrap_h bootstrap);
  * rank's address for the exchange larger than its P2P_BOOTSTRAP_MAX_MSG),
  * P2P_ERR_BOOTSTRAP, P2P_ERR_NO_MEMORY, P2P_ERR_BUSY (no communicator id
  * free on every rank; every rank of the job gets it together),
- * P2P_ERR_TIMEOUT, P2P_ERR_UNSUPPORTED (more than 2^18 ranks: see the tag
- * layout). Creates over different bootstraps may run on one context at
+ * P2P_ERR_TIMEOUT, P2P_ERR_UNSUPPORTED (the bootstrap reports more than
+ * 2^18 ranks -- see the tag layout --, no rank, or this rank outside its
+ * job; refused before any exchange). Creates over different bootstraps may run on one context at
  * once, from different threads (P2P_THREAD_MULTI): each holds the ids it
  * offers until its ranks chose one, so they never take the same id. One
  * that finds no id free on every rank while another held some exchanges
@@ -481,8 +482,9 @@ p2p_status_t p2p_comm_send(p2p_comm_h comm, uint32_t peer, uint32_t tensor_id,
 /**
  * Post a receive of at most length bytes from peer with tensor_id.
  * A longer message completes with P2P_ERR_TRUNCATED and nothing is written
- * past buffer + length (its send completes P2P_OK, or P2P_ERR_TRUNCATED
- * when it went by same-host single copy). Into staged device memory
+ * past buffer + length (its send completes P2P_OK when UCX moved it, or
+ * P2P_ERR_TRUNCATED when the library's own rendezvous did: same-host single
+ * copy, or the P2P_TCP_BULK path). Into staged device memory
  * (p2p_mem_register), a failed copy to the device completes the receive
  * with P2P_ERR_TRANSPORT.
  * After a receive that completes with an error, [buffer, buffer + length)

@@ -12,6 +12,7 @@
  * once they agree on every rank; ids another create holds are waited for,
  * up to P2P_BOOTSTRAP_TIMEOUT_MS, then every rank gets P2P_ERR_BUSY.
  */
+#include "core/api_handles.h"
 #include "core/comm.h"
 #include "core/context.h"
 #include "wireup/bootstrap.h"
@@ -124,6 +125,29 @@ TEST_F(CommCreate, RankOutsideItsJobIsUnsupported) {
     FailingBootstrap empty(0, 0);
     EXPECT_EQ(P2P_ERR_UNSUPPORTED, create(empty));
     EXPECT_EQ(0, outside.exchanges + empty.exchanges);
+}
+
+// The same refusals through the C API, which documents them: the status
+// passes through p2p_comm_create, *comm_p is left as it was, and the
+// bootstrap handle stays usable (destroyed by the caller).
+TEST(CommCreateApi, JobTheTagCannotHoldIsUnsupported) {
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    struct Case {
+        uint32_t size, rank;
+    };
+    for (Case k : {Case{kMaxRanks + 1, 0}, Case{4, 4}, Case{0, 0}}) {
+        auto *job = new FailingBootstrap(k.size, k.rank);
+        p2p_bootstrap_h bs = api::bootstrap_handle(std::unique_ptr<Bootstrap>(job));
+        ASSERT_NE(nullptr, bs);
+        p2p_comm_h comm = reinterpret_cast<p2p_comm_h>(0x1);  // must stay as it was
+        EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_comm_create(ctx, bs, &comm))
+            << "rank " << k.rank << " of " << k.size;
+        EXPECT_EQ(reinterpret_cast<p2p_comm_h>(0x1), comm);
+        EXPECT_EQ(0, job->exchanges) << "refused before any exchange";
+        EXPECT_EQ(P2P_OK, p2p_bootstrap_destroy(bs));
+    }
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
 }
 
 namespace {
