@@ -68,6 +68,10 @@ std::vector<std::string> ucx_conf_paths(const char *home, const char *config_dir
                                         const std::string &lib_dir) {
     std::vector<std::string> paths{"/etc/ucx/ucx.conf"};
     if (!lib_dir.empty()) {
+        // The system file of a UCX built from source (its sysconfdir under
+        // its prefix; newer UCX reads its library-relative file there too),
+        // then 1.13's library-relative file.
+        paths.push_back(lib_dir + "/../etc/ucx/ucx.conf");
         paths.push_back(lib_dir + "/../etc/ucx.conf");
     }
     if (home != nullptr && *home != '\0') {
@@ -76,6 +80,7 @@ std::vector<std::string> ucx_conf_paths(const char *home, const char *config_dir
     if (config_dir != nullptr && *config_dir != '\0') {
         paths.push_back(std::string(config_dir) + "/ucx.conf");
     }
+    paths.push_back("./ucx.conf");  // the working directory's, read last
     return paths;
 }
 

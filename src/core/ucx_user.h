@@ -3,14 +3,20 @@
  * variables of the environment, and the lines of the configuration files
  * UCX reads when it loads. UCX 1.13 reads, in this order, a later file
  * overriding an earlier one and the environment overriding them all:
- *   /etc/ucx/ucx.conf, <libucs directory>/../etc/ucx.conf,
- *   $HOME/ucx.conf, $UCX_CONFIG_DIR/ucx.conf
+ *   /etc/ucx/ucx.conf (its sysconfdir: Debian's), <libucs directory>/../etc/ucx.conf,
+ *   $HOME/ucx.conf, $UCX_CONFIG_DIR/ucx.conf, ./ucx.conf (the working
+ *   directory's; checked with ucx_info -c: it wins over the others)
+ * and <libucs directory>/../etc/ucx/ucx.conf is read after the first, for
+ * a UCX built from source (its sysconfdir under its prefix) and for newer
+ * UCX, which moved its library-relative file there. Reading a file UCX
+ * does not read only makes ucxp2p leave a default of its own unset.
  * A line is "UCX_NAME = value" (or "UCX_NAME : value"), read as UCX's ini
  * parser reads it: whitespace around name and value dropped, lines that
  * start with ';' or '#' are comments, " ;" starts an inline comment, names
  * are case-sensitive and only UCX_* ones count, [section] lines are
  * ignored (1.13 applies the lines under them everywhere). The files are
- * read once per process, as UCX reads them once.
+ * read once per process, as UCX reads them once (./ucx.conf: in the working
+ * directory of the first p2p_context_create; UCX reads it when it loads).
  */
 #ifndef UCXP2P_CORE_UCX_USER_H
 #define UCXP2P_CORE_UCX_USER_H

@@ -6,6 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
 using ucxp2p::UcxConf;
 using ucxp2p::ucx_conf_parse;
 using ucxp2p::ucx_conf_paths;
@@ -74,11 +81,40 @@ TEST(UcxConfParse, LaterLinesAndFilesOverrideEarlierOnes) {
 }
 
 TEST(UcxConfPaths, UcxOrderSkippingWhatIsUnset) {
-    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf", "/usr/lib/../etc/ucx.conf",
-                                        "/home/u/ucx.conf", "/cfg/ucx.conf"}),
+    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf", "/usr/lib/../etc/ucx/ucx.conf",
+                                        "/usr/lib/../etc/ucx.conf", "/home/u/ucx.conf",
+                                        "/cfg/ucx.conf", "./ucx.conf"}),
               ucx_conf_paths("/home/u", "/cfg", "/usr/lib"));
-    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf"}),
+    EXPECT_EQ((std::vector<std::string>{"/etc/ucx/ucx.conf", "./ucx.conf"}),
               ucx_conf_paths(nullptr, "", ""));
+}
+
+// UCX 1.13 reads ucx.conf of the working directory last (ucx_info -c in a
+// folder holding one shows its values over $UCX_CONFIG_DIR's and $HOME's):
+// a setting there is the user's, and the context's defaults leave it.
+// In a fresh process (the threadsafe death test runs the statement in a
+// new copy of this program): the files are read once per process.
+TEST(UcxUserValue, WorkingDirectoryConfigFileIsTheUsersSetting) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    char dir[] = "/tmp/ucxp2p-ucxconf.XXXXXX";
+    ASSERT_NE(nullptr, mkdtemp(dir));
+    const std::string conf = std::string(dir) + "/ucx.conf";
+    {
+        std::ofstream f(conf);
+        f << "UCX_P2P_TEST_CWD_SETTING = from-cwd\n";
+    }
+    p2ptest::ScopedEnv unset("UCX_P2P_TEST_CWD_SETTING", nullptr);
+    EXPECT_EXIT(
+        {
+            if (chdir(dir) != 0) _exit(3);
+            std::string file;
+            const char *v = ucx_user_value("UCX_P2P_TEST_CWD_SETTING", &file);
+            std::fprintf(stderr, "%s from %s\n", v ? v : "(unset)", file.c_str());
+            _exit(v != nullptr && std::string(v) == "from-cwd" ? 0 : 1);
+        },
+        testing::ExitedWithCode(0), "from-cwd from ./ucx.conf");
+    std::remove(conf.c_str());
+    rmdir(dir);
 }
 
 TEST(UcxUserValue, EnvironmentIsTheUsersSetting) {

@@ -255,6 +255,19 @@ TEST_F(TopoApi, UcxPrintListsTheSettingsAContextMakes) {
                                      "UCX_POSIX_FIFO_SIZE=64 stays")) << p.text;
     }
     {
+        // The plain spelling, and the error-handling default likewise.
+        ScopedEnv posix("UCX_POSIX_FIFO_SIZE", nullptr);
+        ScopedEnv user_mm("UCX_MM_FIFO_SIZE", "128");
+        ScopedEnv user_eh("UCX_POSIX_ERROR_HANDLING", "n");
+        Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
+        ASSERT_EQ(P2P_OK, p.status) << p.text;
+        EXPECT_TRUE(contains(p.text, "UCX_MM_FIFO_SIZE=256 not set: the user's "
+                                     "UCX_MM_FIFO_SIZE=128 stays")) << p.text;
+        EXPECT_TRUE(contains(p.text, "UCX_MM_ERROR_HANDLING=y not set: the user's "
+                                     "UCX_POSIX_ERROR_HANDLING=n stays")) << p.text;
+        EXPECT_FALSE(contains(p.text, "    UCX_MM_ERROR_HANDLING=y\n")) << p.text;
+    }
+    {
         ScopedEnv posix("UCX_POSIX_FIFO_SIZE", nullptr);
         ScopedEnv tcp("UCX_TLS", "tcp,self");  // no shared memory: no MM_ settings
         Printed p = printed([](FILE *s) { return p2p_ucx_print(s); });
