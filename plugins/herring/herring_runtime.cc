@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -223,7 +224,7 @@ void Runtime::initialize() {
         // call while others post): P2P_THREAD_MODE=serialized, which
         // allows one call at a time, cannot serve it.
         const char *tm = std::getenv("P2P_THREAD_MODE");
-        if (tm != nullptr && std::strcmp(tm, "multi") != 0) {
+        if (tm != nullptr && strcasecmp(tm, "multi") != 0) {  // keywords ignore case
             log(P2P_LOG_INFO, "initialize: P2P_THREAD_MODE=%s ignored: the herring API "
                 "needs thread mode multi", tm);
         }

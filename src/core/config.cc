@@ -33,15 +33,16 @@ const ConfigVar kTable[] = {
      "a locked instruction; another thread's call costs one membarrier and "
      "revokes the bias); off keeps the plain lock for everyone."},
     {"P2P_SPIN_US", "50",
-     "Adaptive mode: microseconds to keep polling after the last activity."},
+     "Adaptive mode: microseconds to keep polling after the last activity "
+     "(0-1000000)."},
     {"P2P_SPIN_BUSY_US", "2000",
      "Adaptive mode: microseconds to keep polling after the last activity "
      "while operations are in flight (a message is probably on its way; "
      "sleeping would add wake-up latency to every fragment). Yields the CPU "
-     "between polls."},
+     "between polls. 0-1000000."},
     {"P2P_PEER_TIMEOUT_MS", "3000",
      "Bound on detecting a dead peer; sets UCX_KEEPALIVE_INTERVAL unless the "
-     "user set it."},
+     "user set it. 10-3600000."},
     {"P2P_CLOSE_HANDSHAKE", "on",
      "on: a destroyed communicator's endpoint to a peer that still holds its "
      "own stays open (in the context) until the peer closes that one, so "
@@ -70,7 +71,7 @@ const ConfigVar kTable[] = {
      "Ports scanned when no master port is given (as seed 004's "
      "P2P_PORT_RANGE)."},
     {"P2P_IF_IP", "",
-     "IP address rank 0 listens on (as seed 004's IF_IP_DEFAULT); empty: all "
+     "IPv4 address rank 0 listens on (as seed 004's IF_IP_DEFAULT); empty: all "
      "addresses, or the address of P2P_IFNAME."},
     {"P2P_IFNAME", "",
      "Network interface rank 0 listens on (e.g. eth0); ignored when "
@@ -92,7 +93,7 @@ const ConfigVar kTable[] = {
     {"P2P_BOOTSTRAP_TIMEOUT_MS", "60000",
      "Deadline for connecting to rank 0 (with retries; the host name lookup "
      "of the master address included) and for each collective of the "
-     "bootstrap; at least 1 (PMIx rounds it up to whole seconds)."},
+     "bootstrap; 1 to 86400000 (24 h; PMIx rounds it up to whole seconds)."},
     {"P2P_BOOTSTRAP_MAX_MSG", "16777216",
      "Largest blob one rank may contribute to a bootstrap collective "
      "(1 to 2147483648 bytes)."},
@@ -169,10 +170,11 @@ const ConfigVar kTable[] = {
      "through one lane and an extra copy). auto: where UCX_TLS allows tcp, "
      "for peers on other hosts when it allows no rdma transport or the host "
      "has no RDMA device, for peers on this host when it allows no shared "
-     "memory; off where UCX moves CUDA memory or UCX_NET_DEVICES (the "
-     "user's or the rail plan's) names several tcp interfaces. on: every "
-     "peer single copy does not serve. off: UCX moves every byte. Both ranks "
-     "must want it; a failed connection falls back to UCX."},
+     "memory; off where UCX_NET_DEVICES (the user's or the rail plan's) "
+     "names several tcp interfaces. on: every peer single copy does not "
+     "serve. auto and on are off where UCX moves CUDA memory (the path "
+     "reads with the CPU). off: UCX moves every byte. Both ranks must want "
+     "it; a failed connection falls back to UCX."},
     {"P2P_TCP_BULK_THRESH", "262144",
      "Smallest message, in bytes, sent on the P2P_TCP_BULK path."},
     {"P2P_TCP_BULK_LANES", "2",

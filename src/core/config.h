@@ -24,8 +24,8 @@ struct ConfigVar {
 /** The table; terminated by an entry with name == nullptr. */
 const ConfigVar *config_table();
 
-/** Value from the environment, else the table default. Aborts in debug
- *  builds when the name is not in the table (a programming error). */
+/** Value from the environment, else the table default. A name not in the
+ *  table (a programming error) is logged as an error and reads as "". */
 std::string config_get(const char *name);
 
 /** The P2P_* names set in env (NAME=value strings, nullptr-terminated,
