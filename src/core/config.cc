@@ -153,15 +153,17 @@ const ConfigVar kTable[] = {
      "pinning per message). auto: below 16 KiB UCX, from 256 KiB single "
      "copy, and in between the sender measures both per peer and size class "
      "and uses the faster, trying the other now and then (which one wins "
-     "depends on the machine and its load)."},
+     "depends on the machine and its load). A number below 80 (the size of "
+     "the single-copy request) counts as 80."},
     {"P2P_CMA_MAPPED_THRESH", "2048",
      "Smallest message, in bytes, from p2p_mem_alloc memory sent by single "
-     "copy (memcpy through the receiver's mapping of the sender's memfd)."},
+     "copy (memcpy through the receiver's mapping of the sender's memfd); "
+     "below 80 counts as 80."},
     {"P2P_CMA_SPLIT", "65536",
      "Smallest single-copy message whose copy is split between the two "
      "ranks: the receiver reads the first half while the sender writes the "
      "second (process_vm_writev), so two cores copy; 0: the receiver copies "
-     "everything."},
+     "everything; another number below 160 counts as 160."},
     {"P2P_TCP_BULK", "auto",
      "Large messages to a peer UCX reaches over tcp (not one P2P_CMA "
      "serves): the receiver reads the payload from the sender on sockets of "
@@ -176,7 +178,8 @@ const ConfigVar kTable[] = {
      "reads with the CPU). off: UCX moves every byte. Both ranks must want "
      "it; a failed connection falls back to UCX."},
     {"P2P_TCP_BULK_THRESH", "262144",
-     "Smallest message, in bytes, sent on the P2P_TCP_BULK path."},
+     "Smallest message, in bytes, sent on the P2P_TCP_BULK path (at least "
+     "80, the size of its request)."},
     {"P2P_TCP_BULK_LANES", "2",
      "Connections a P2P_TCP_BULK message is split over at most (1-16), in "
      "parts of at least 2 MiB: one connection is bound by one core's copy, "
