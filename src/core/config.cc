@@ -105,7 +105,7 @@ const ConfigVar kTable[] = {
     {"P2P_RAILS", "auto",
      "RDMA NICs (rails) of each local rank: auto (the NICs nearest the "
      "rank's GPU -- or its NUMA node without GPUs -- shared fairly among the "
-     "ranks near them), N (the N nearest NICs), or a list of device names "
+     "ranks near them), N (the N nearest NICs, 1-64), or a list of device names "
      "(mlx5_0,mlx5_1 or rdmap16s27:1). Applied through UCX_NET_DEVICES and "
      "UCX_MAX_RNDV_RAILS unless the user set those; p2p_info shows the plan."},
     {"P2P_HCA", "",

@@ -362,6 +362,13 @@ p2p_status_t plan_rails(const Machine &m, const PlanInput &in, RailPlan *out) {
                 "or device names");
         return P2P_ERR_INVALID_PARAM;
     }
+    if (!rails_auto && !rails_count &&
+        in.rails.find_first_not_of("0123456789") == std::string::npos) {
+        // All digits but no count (65 and up): not a device list either.
+        P2P_LOG(P2P_LOG_ERROR, "rail plan: P2P_RAILS=%s; a count is 1 to 64",
+                in.rails.c_str());
+        return P2P_ERR_INVALID_PARAM;
+    }
     unsigned long gid_n = 0;
     bool gid_auto = in.gid_index.empty() || config_is(in.gid_index, "auto");
     if (!gid_auto && !parse_count(in.gid_index, 65535, &gid_n)) {

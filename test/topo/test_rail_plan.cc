@@ -484,6 +484,12 @@ TEST(RailPlan, BadRankAndRailsAreRejected) {
     PlanInput in = input(0, 1);
     in.rails = "0";
     EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+    in.rails = "65";  // above the count's range, and no device name
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+    in.rails = "99999999999999999999999";
+    EXPECT_EQ(P2P_ERR_INVALID_PARAM, plan_rails(m, in, &p));
+    in.rails = "64";
+    EXPECT_EQ(P2P_OK, plan_rails(m, in, &p));
     in.rails = "auto";
     p = plan_ok(m, in);
     EXPECT_EQ("no rdma devices", p.reason);
