@@ -169,6 +169,34 @@ TEST(Perftest, CsvHasOneRowPerPointAndWaitModeWorks) {
     }
 }
 
+// A range's points: its steps, and its upper bound where no step lands on
+// it (3:100 used to stop at 96).
+TEST(Perftest, SizeRangesEndAtTheirBound) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    struct Case {
+        const char *range;
+        std::vector<uint64_t> sizes;
+    };
+    const Case cases[] = {{"3:100", {3, 6, 12, 24, 48, 96, 100}},
+                          {"8:64", {8, 16, 32, 64}},
+                          {"1K:5K:4", {1024, 4096, 5120}},
+                          {"7:7", {7}}};
+    for (const Case &k : cases) {
+        ProcResult r = run2(std::string("-t lat -s ") + k.range + " -n 2 -w 2 --csv -q");
+        ASSERT_EQ(r.rc, 0) << k.range << ": " << r.err;
+        std::istringstream in(from_line(r.out, "test,"));
+        std::string line;
+        std::getline(in, line);  // the header
+        std::vector<uint64_t> got;
+        while (std::getline(in, line)) {
+            got.push_back(std::stoull(line.substr(line.find(',') + 1)));
+        }
+        EXPECT_EQ(k.sizes, got) << "-s " << k.range;
+    }
+}
+
 // Library-allocated buffers (p2p_mem_alloc, mapped by the same-host peer):
 // every payload verified, byte counts equal.
 TEST(Perftest, LibraryAllocatedBuffersMoveCheckedBytes) {

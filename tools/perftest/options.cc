@@ -128,11 +128,16 @@ bool parse_size_list(const std::string &text, std::vector<size_t> *out) {
              (!parse_size(range[2], &factor) || factor < 2))) {
             return false;
         }
+        size_t last = 0;
         for (size_t v = lo; v <= hi; v *= factor) {
             sizes.push_back(v);
+            last = v;
             if (v > SIZE_MAX / factor) {
                 break;
             }
+        }
+        if (last < hi) {
+            sizes.push_back(hi);  // the bound itself, where no step lands on it
         }
     }
     if (sizes.empty()) {
@@ -167,7 +172,8 @@ void options_usage(const char *prog) {
         "Options:\n"
         "  -t LIST        tests to run\n"
         "  -s LIST        sizes: 8:4M (doubling), 1K:1M:4 (factor 4),\n"
-        "                 8,64,1K or mixes. Default: lat 8, bw 8:4M,\n"
+        "                 8,64,1K or mixes; a range ends at its bound\n"
+        "                 (3:100: 3 6 ... 96 100). Default: lat 8, bw 8:4M,\n"
         "                 rate 8, batch its block size (see -b). Sizes\n"
         "                 take K, M, G, T (powers of 1024); -s, -b, -p are\n"
         "                 at most 1T; 0 is a zero-byte message, a range\n"

@@ -158,7 +158,7 @@ void Reporter::add(const Result &r) {
     }
     Stats s = stats_of(r.samples_us);
     if (opts_.format == Format::CSV) {
-        std::printf("%s,%zu,%llu,%u,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+        std::printf("%s,%zu,%llu,%u,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
                     "%.2f,%.2f,%.1f,%llu,%llu,%llu,%llu,%s\n",
                     r.test.c_str(), r.size, (unsigned long long)r.iters,
                     r.msgs_per_iter, r.time_s, s.avg, s.min, s.p50, s.p90,

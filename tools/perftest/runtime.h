@@ -49,10 +49,10 @@ public:
     Bootstrap(const Bootstrap &) = delete;
     Bootstrap &operator=(const Bootstrap &) = delete;
     /**
-     * P2P_BOOTSTRAP_AUTO; when that yields one rank while a launcher
-     * (mpirun, srun) says the job is larger and no PMIx bootstrap exists
-     * yet, map the launcher's variables onto the env/TCP bootstrap
-     * (single node: rank 0 listens on 127.0.0.1 unless MASTER_ADDR is set).
+     * P2P_BOOTSTRAP_AUTO, then its query: PMIx under srun/mpirun, the
+     * env/TCP variables torchrun-style (p2prun sets them), else one process.
+     * A launcher without a PMIx server is the library's refusal
+     * (P2P_ERR_UNSUPPORTED, logged with the variables to set instead).
      */
     p2p_status_t create();
     p2p_bootstrap_h get() const { return h_; }
