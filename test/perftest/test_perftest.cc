@@ -169,6 +169,41 @@ TEST(Perftest, CsvHasOneRowPerPointAndWaitModeWorks) {
     }
 }
 
+// The default output: ucx_perftest's kind of table on stdout (the columns
+// issue 5 names: size, iterations, latency avg and percentiles, MB/s in
+// decimal units and MiB/s, msg/s; one row per point) and, without -q, one
+// progress line per point on stderr as the point starts.
+TEST(Perftest, TableAndProgressLines) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    ProcResult r = run2("-t lat,bw -s 8,1K -n 4 -w 2");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char *col : {"test", "size", "iters", "avg", "p50", "p90", "p99", "MB/s",
+                            "MiB/s", "msg/s"}) {
+        EXPECT_NE(std::string::npos, r.out.find(col)) << "no column " << col << ":\n" << r.out;
+    }
+    const char *rows[] = {"| lat   |        8 |", "| lat   |     1024 |",
+                          "| bw    |        8 |", "| bw    |     1024 |"};
+    size_t at = 0;
+    for (const char *row : rows) {
+        at = r.out.find(row, at);
+        EXPECT_NE(std::string::npos, at) << "no row (in order) " << row << ":\n" << r.out;
+        if (at == std::string::npos) break;
+    }
+    const char *progress[] = {"p2p_perftest: [1/4] lat size 8 ...",
+                              "p2p_perftest: [2/4] lat size 1024 ...",
+                              "p2p_perftest: [3/4] bw size 8 ...",
+                              "p2p_perftest: [4/4] bw size 1024 ..."};
+    for (const char *line : progress) {
+        EXPECT_NE(std::string::npos, r.err.find(line)) << "no progress line " << line << ":\n"
+                                                       << r.err;
+    }
+    ProcResult quiet = run2("-t lat -s 8 -n 4 -w 2 -q");
+    ASSERT_EQ(quiet.rc, 0) << quiet.err;
+    EXPECT_EQ(std::string::npos, quiet.err.find("p2p_perftest: [")) << quiet.err;
+}
+
 // A range's points: its steps, and its upper bound where no step lands on
 // it (3:100 used to stop at 96).
 TEST(Perftest, SizeRangesEndAtTheirBound) {
