@@ -48,9 +48,8 @@ timeout 120 "$build/libtool" --quiet --tag=CXX --mode=link ${CXX:-c++} ${P2P_SAN
 
 # Launcher variables inherited from a job running make check would steer
 # the bootstrap elsewhere; p2prun sets its own.
-for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\)=.*/\1/p'); do
-    unset "$v"
-done
+. "$here/../launcher_env.sh"
+unset_launcher_vars
 timeout -k 5 120 "$build/tools/p2prun/p2prun" -n 2 -- ./readme_example > out 2>&1
 rc=$?
 ok=$(grep -c 'readme example OK rank' out)

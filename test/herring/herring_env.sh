@@ -40,9 +40,8 @@ fi
 export LD_LIBRARY_PATH=$build/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Inherited launcher variables (make check run under srun/mpirun) would make
 # the single-process runs try PMIx or TCP.
-for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\)=.*/\1/p'); do
-    unset "$v"
-done
+. "$here/../launcher_env.sh"
+unset_launcher_vars
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT P2P_BOOTSTRAP \
     MPI_LOCALRANKID SMDATAPARALLEL_DEVICE_NAME
 # The programs expect herringLocalDevice() = local rank, as without a GPU:

@@ -25,9 +25,8 @@ for tool in mpirun srun slurmctld slurmd munged; do
 done
 
 # Strip launcher variables we may have inherited (make check under srun).
-for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\|RANK\|WORLD_SIZE\|MASTER_ADDR\|MASTER_PORT\)=.*/\1/p'); do
-    unset "$v"
-done
+. "$here/../launcher_env.sh"
+unset_launcher_vars tcp
 
 outdir=$(mktemp -d /tmp/mp_launchers.XXXXXX) || exit 99
 trap 'rm -rf "$outdir"' EXIT

@@ -22,9 +22,8 @@ for tool in mpirun srun python3; do
     command -v "$tool" >/dev/null 2>&1 ||
         { echo "perftest_launchers: SKIP: $tool not installed"; exit 77; }
 done
-for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\|RANK\|WORLD_SIZE\|MASTER_ADDR\|MASTER_PORT\)=.*/\1/p'); do
-    unset "$v"
-done
+. "$here/../launcher_env.sh"
+unset_launcher_vars tcp
 
 out=$(mktemp -d /tmp/perftest_launchers.XXXXXX) || exit 99
 trap 'rm -rf "$out"' EXIT

@@ -18,9 +18,8 @@ n=4
 failed=0 ran=0 skipped=
 
 # Strip any launcher variables we may have inherited (make check under srun).
-for v in $(env | sed -n 's/^\(PMIX_[A-Z0-9_]*\|OMPI_[A-Z0-9_]*\|SLURM_[A-Z0-9_]*\)=.*/\1/p'); do
-    unset "$v"
-done
+. "$here/../launcher_env.sh"
+unset_launcher_vars
 
 check_ranks() { # label rc output-file expected-OK-lines
     local label=$1 rc=$2 out=$3 want=$4 ok
