@@ -183,8 +183,8 @@ TEST(Perftest, TableAndProgressLines) {
                             "MiB/s", "msg/s"}) {
         EXPECT_NE(std::string::npos, r.out.find(col)) << "no column " << col << ":\n" << r.out;
     }
-    const char *rows[] = {"| lat   |        8 |", "| lat   |     1024 |",
-                          "| bw    |        8 |", "| bw    |     1024 |"};
+    const char *rows[] = {"| lat   |          8 |", "| lat   |       1024 |",
+                          "| bw    |          8 |", "| bw    |       1024 |"};
     size_t at = 0;
     for (const char *row : rows) {
         at = r.out.find(row, at);

@@ -1,10 +1,9 @@
 #include "report.h"
 #include "json_on_signal.h"
+#include "table.h"
 
 #include <ucxp2p/p2p.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
@@ -12,14 +11,6 @@
 namespace perftest {
 
 namespace {
-
-double percentile(const std::vector<double> &sorted, double p) {
-    /* nearest-rank percentile */
-    size_t n = sorted.size();
-    size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * n));
-    rank = std::min(std::max<size_t>(rank, 1), n);
-    return sorted[rank - 1];
-}
 
 const char *kCsvHeader =
     "test,size,iterations,msgs_per_iter,time_s,lat_avg_us,lat_min_us,"
@@ -61,25 +52,6 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string *out, const char 
 }
 
 } // namespace
-
-Stats stats_of(std::vector<double> samples) {
-    Stats s;
-    if (samples.empty()) {
-        return s;
-    }
-    std::sort(samples.begin(), samples.end());
-    double sum = 0;
-    for (double v : samples) {
-        sum += v;
-    }
-    s.avg = sum / samples.size();
-    s.min = samples.front();
-    s.max = samples.back();
-    s.p50 = percentile(samples, 50);
-    s.p90 = percentile(samples, 90);
-    s.p99 = percentile(samples, 99);
-    return s;
-}
 
 double result_mbps(const Result &r) {
     return r.time_s > 0 ? r.bytes_expected / r.time_s / 1e6 : 0.0;
@@ -134,18 +106,9 @@ void Reporter::header() {
                     opts_.lib_alloc ? "lib" : "user",
                     opts_.post_batch ? "batch" : "single",
                     opts_.threads_in_effect().c_str());
-        std::printf("+-------+----------+---------+------+-----------------"
-                    "------------------------------+---------------------+"
-                    "-------------+\n");
-        std::printf("|       |          |         |      |             "
-                    "latency (usec/msg)                | bandwidth           "
-                    "|             |\n");
-        std::printf("| test  |     size |   iters |  win |     avg      min"
-                    "      p50      p90      p99 |     MB/s      MiB/s |"
-                    "       msg/s |\n");
-        std::printf("+-------+----------+---------+------+-----------------"
-                    "------------------------------+---------------------+"
-                    "-------------+\n");
+        for (const std::string &l : table_header()) {
+            std::printf("%s\n", l.c_str());
+        }
     }
     std::fflush(stdout);
 }
@@ -169,27 +132,27 @@ void Reporter::add(const Result &r) {
                     (unsigned long long)r.errors,
                     extra_text(r, '=', ';').c_str());
     } else if (opts_.format == Format::TABLE) {
-        std::printf("| %-5s | %8zu | %7llu | %4u | %8.3f %8.3f %8.3f %8.3f "
-                    "%8.3f | %9.1f %9.1f | %11.0f |",
-                    r.test.c_str(), r.size, (unsigned long long)r.iters,
-                    r.msgs_per_iter, s.avg, s.min, s.p50, s.p90, s.p99,
-                    result_mbps(r), result_mibps(r), result_msg_rate(r));
-        if (!r.extra.empty()) {
-            std::printf(" %s", extra_text(r, '=', ' ').c_str());
+        TableRow row;
+        row.test = r.test;
+        row.size = r.size;
+        row.iters = r.iters;
+        row.window = r.msgs_per_iter;
+        row.lat = s;
+        row.mbps = result_mbps(r);
+        row.mibps = result_mibps(r);
+        row.msg_rate = result_msg_rate(r);
+        row.extra = r.extra;
+        row.errors = r.errors;
+        for (const std::string &l : table_row(row)) {
+            std::printf("%s\n", l.c_str());
         }
-        if (r.errors != 0) {
-            std::printf(" ERRORS=%llu", (unsigned long long)r.errors);
-        }
-        std::printf("\n");
     }
     std::fflush(stdout);
 }
 
 void Reporter::finish(bool complete) {
     if (opts_.format == Format::TABLE && header_done_) {
-        std::printf("+-------+----------+---------+------+-----------------"
-                    "------------------------------+---------------------+"
-                    "-------------+\n");
+        std::printf("%s\n", table_border().c_str());
     }
     if (opts_.format != Format::JSON) {
         std::fflush(stdout);

@@ -5,6 +5,7 @@
 #define UCXP2P_TOOLS_PERFTEST_REPORT_H
 
 #include "options.h"
+#include "stats.h"
 
 #include <cstdint>
 #include <string>
@@ -28,13 +29,6 @@ struct Result {
     /* extra named values (setup, mem); printed as extra columns/fields */
     std::vector<std::pair<std::string, double>> extra;
 };
-
-struct Stats {
-    double avg = 0, min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
-};
-
-/** Statistics of a sample list (empty: all zero). */
-Stats stats_of(std::vector<double> samples);
 
 /** Bandwidth from bytes_expected / time_s; 0 when time is 0. */
 double result_mbps(const Result &r);   /* 1e6 bytes/s */
