@@ -1,4 +1,5 @@
-/* Test helper: run a shell command and collect what it prints. */
+/* Test helper: run a shell command and collect what it prints; count
+ * what occurs in it. */
 #ifndef UCXP2P_TEST_SHELL_H
 #define UCXP2P_TEST_SHELL_H
 
@@ -24,6 +25,15 @@ inline ShellResult run_shell(const std::string &cmd) {
     while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
     r.status = pclose(p);
     return r;
+}
+
+/** How many times what occurs in text (overlapping ones too). */
+inline size_t count_of(const std::string &text, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
 }
 
 } // namespace p2ptest

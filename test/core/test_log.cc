@@ -3,19 +3,15 @@
  */
 #include "core/log.h"
 
+#include "../shell.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 namespace {
 
-size_t count_of(const std::string &text, const std::string &what) {
-    size_t n = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
-        ++n;
-    }
-    return n;
-}
+using p2ptest::count_of;
 
 void storm(int n) {
     for (int i = 0; i < n; ++i) {

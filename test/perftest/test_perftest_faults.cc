@@ -4,6 +4,7 @@
  * number.
  */
 #include "../../tools/common/meminfo.h"
+#include "../shell.h"
 #include "json_mini.h"
 #include "perftest_util.h"
 
@@ -179,4 +180,51 @@ TEST(Demo, BuffersLargerThanTheHostsMemoryAreRefused) {
             60);
     EXPECT_EQ(2, r.rc) << r.out << r.err;
     EXPECT_NE(std::string::npos, r.err.find("more than the memory available")) << r.err;
+}
+
+
+// A run that fails before the bootstrap names the ranks (no transport UCX
+// can use) prints one --json document for the job, not one per process:
+// stdout held three concatenated documents under p2prun -n 3, which no
+// JSON reader takes. Which process prints it follows the launcher's rank
+// variables (the innermost launcher's first), or P2P_BOOTSTRAP=single.
+TEST(Perftest, JsonBeforeTheBootstrapIsOneDocumentPerJob) {
+    if (!have_p2prun()) {
+        GTEST_SKIP() << "p2prun not built";
+    }
+    const std::string tool = perftest() + " -t lat -s 8 -n 10 --json -q";
+    ProcResult r = run("env UCX_TLS=no_such_transport " + p2prun() +
+                           " -n 3 --no-prefix --timeout 60 -- " + tool,
+                       60);
+    EXPECT_NE(0, r.rc) << r.err;
+    EXPECT_EQ(1u, p2ptest::count_of(r.out, "\"tool\": \"p2p_perftest\"")) << r.out;
+    jsonmini::Value doc;
+    const std::string text = from_line(r.out, "{");  // the parser keeps a reference
+    jsonmini::Parser p(text);
+    ASSERT_TRUE(p.parse(&doc)) << p.error() << "\n" << r.out;
+    EXPECT_FALSE(doc.at("complete").b);
+    EXPECT_EQ(0u, doc.at("results").arr.size());
+
+    // Without a launcher: the variables alone decide.
+    const std::string bare = "env -u P2P_RANK -u RANK -u PMIX_RANK -u OMPI_COMM_WORLD_RANK "
+                             "-u PMI_RANK -u SLURM_PROCID -u P2P_BOOTSTRAP "
+                             "UCX_TLS=no_such_transport";
+    const struct {
+        const char *vars;
+        size_t docs;
+    } cases[] = {{"", 1},
+                 {"RANK=0", 1},
+                 {"RANK=1", 0},
+                 {"P2P_RANK=2 RANK=0", 0},
+                 {"PMIX_RANK=1", 0},
+                 {"OMPI_COMM_WORLD_RANK=3", 0},
+                 {"SLURM_PROCID=1", 0},
+                 {"SLURM_PROCID=1 RANK=0", 1},  // torchrun's worker 0 inside an srun task
+                 {"P2P_BOOTSTRAP=single SLURM_PROCID=1", 1}};
+    for (const auto &c : cases) {
+        ProcResult one = run(bare + " " + c.vars + " " + tool, 60);
+        EXPECT_NE(0, one.rc) << c.vars << ": " << one.err;
+        EXPECT_EQ(c.docs, p2ptest::count_of(one.out, "\"tool\": \"p2p_perftest\""))
+            << c.vars << ":\n" << one.out;
+    }
 }

@@ -100,6 +100,10 @@ void keep(const std::string &doc) {
     g_active.store(next);
 }
 
+void forget() {
+    g_active.store(-1);  // the slots stay: a handler may be reading one
+}
+
 void print_final(const std::string &doc) {
     sigset_t block, old;
     sigemptyset(&block);

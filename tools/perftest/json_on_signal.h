@@ -19,6 +19,10 @@ namespace json_on_signal {
  *  installs the handlers (not over a signal the process ignores). */
 void keep(const std::string &doc);
 
+/** Keep nothing: a signal from now on prints no document (until the next
+ *  keep). For a process that turned out not to print the run's. */
+void forget();
+
 /** Print doc, the final document, and keep nothing any more: a signal
  *  that comes meanwhile (to any thread) waits until doc is out, then ends
  *  the process without printing a second one (it waits at most 5 s for

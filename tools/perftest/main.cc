@@ -3,6 +3,7 @@
  * See options.cc (--help) for the tests and docs/PERFORMANCE.md for how
  * results are produced and compared.
  */
+#include "json_on_signal.h"
 #include "kernels.h"
 #include "options.h"
 #include "report.h"
@@ -10,11 +11,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <strings.h>
 #include <vector>
 
 using namespace perftest;
@@ -154,12 +157,50 @@ int fail_unranked(const char *what, p2p_status_t st) {
     return 1;
 }
 
-/** A run that ends before its first point: with --json, rank 0 (every
- *  process, before the bootstrap named the ranks) still prints a document,
- *  "complete": false and no results, as a run that fails later does. */
+/** Before the bootstrap names the ranks: whether this process is its
+ *  launcher's first, from the variables the bootstraps read (the
+ *  innermost launcher's first: torchrun's inside srun or mpirun); one that
+ *  no launcher numbered, or that runs alone by P2P_BOOTSTRAP=single, is. */
+bool launched_first() {
+    const char *boot = std::getenv("P2P_BOOTSTRAP");
+    if (boot != nullptr && strcasecmp(boot, "single") == 0) {
+        return true;
+    }
+    for (const char *name : {"P2P_RANK", "RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK",
+                             "PMI_RANK", "SLURM_PROCID"}) {
+        const char *v = std::getenv(name);
+        if (v != nullptr && v[0] != '\0') {
+            return std::strtoul(v, nullptr, 10) == 0;
+        }
+    }
+    return true;
+}
+
+/** With --json, what a signal (p2prun stopping the job after another rank
+ *  failed, --timeout) prints until the first point: on the process that
+ *  prints the run's document, an empty one ("complete": false); on the
+ *  others, none. Before the bootstrap, and again once it named the ranks. */
+void keep_early_document(Session &s) {
+    if (s.opts.format != Format::JSON) {
+        return;
+    }
+    const bool named = s.size != 0;
+    if (named ? s.rank == 0 : launched_first()) {
+        Reporter(s.opts, s.size, named ? s.boot.info().name : "none");  // keeps its document
+    } else {
+        json_on_signal::forget();
+    }
+}
+
+/** A run that ends before its first point: with --json, rank 0 still
+ *  prints a document, "complete": false and no results, as a run that
+ *  fails later does (before the bootstrap: the launcher's first process,
+ *  so that a job prints one document, not one per process). */
 int end_early(Session &s, int rc) {
-    if (s.opts.format == Format::JSON && s.rank == 0) {
-        Reporter(s.opts, s.size, s.boot.get() != nullptr ? s.boot.info().name : "none")
+    const bool named = s.size != 0;  // the bootstrap was made and queried
+    const bool first = named ? s.rank == 0 : launched_first();
+    if (s.opts.format == Format::JSON && first) {
+        Reporter(s.opts, s.size, named ? s.boot.info().name : "none")
             .finish(false);
     }
     return rc;
@@ -169,6 +210,7 @@ int end_early(Session &s, int rc) {
  *  exit status of a run that ends here (reported). */
 int prepare(Session &s) {
     const Options &opts = s.opts;
+    keep_early_document(s);
     p2p_status_t st = s.ctx.create(opts.threads);
     if (st != P2P_OK) {
         return fail_unranked("p2p_context_create", st);
@@ -179,6 +221,7 @@ int prepare(Session &s) {
     }
     s.rank = s.boot.info().rank;
     s.size = s.boot.info().size;
+    keep_early_document(s);
     if (s.size < 2) {
         std::fprintf(stderr, "p2p_perftest: needs at least 2 ranks (got %u);"
                      " start it with p2prun -n 2, mpirun -n 2 or srun -n 2\n",
