@@ -16,7 +16,8 @@
  * are case-sensitive and only UCX_* ones count, [section] lines are
  * ignored (1.13 applies the lines under them everywhere). The files are
  * read once per process, as UCX reads them once (./ucx.conf: in the working
- * directory of the first p2p_context_create; UCX reads it when it loads).
+ * directory at their first use -- a p2p_context_create, or an info query
+ * such as the rail plan before one -- where UCX reads it when it loads).
  */
 #ifndef UCXP2P_CORE_UCX_USER_H
 #define UCXP2P_CORE_UCX_USER_H
