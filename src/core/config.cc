@@ -68,10 +68,9 @@ const ConfigVar kTable[] = {
      "the others scan that range, telling their rank 0 from another job's by "
      "the job token."},
     {"P2P_PORT_RANGE", "56800-56900",
-     "Ports scanned when no master port is given (as seed 004's "
-     "P2P_PORT_RANGE)."},
+     "Ports scanned when no master port is given."},
     {"P2P_IF_IP", "",
-     "IPv4 address rank 0 listens on (as seed 004's IF_IP_DEFAULT); empty: all "
+     "IPv4 address rank 0 listens on; empty: all "
      "addresses, or the address of P2P_IFNAME."},
     {"P2P_IFNAME", "",
      "Network interface rank 0 listens on (e.g. eth0); ignored when "
@@ -106,8 +105,9 @@ const ConfigVar kTable[] = {
      "RDMA NICs (rails) of each local rank: auto (the NICs nearest the "
      "rank's GPU -- or its NUMA node without GPUs -- shared fairly among the "
      "ranks near them), N (the N nearest NICs, 1-64), or a list of device names "
-     "(mlx5_0,mlx5_1 or rdmap16s27:1). Applied through UCX_NET_DEVICES and "
-     "UCX_MAX_RNDV_RAILS unless the user set those; p2p_info shows the plan."},
+     "(mlx5_0,mlx5_1 or rdmap16s27:1; interface names such as eth1,eth2 give "
+     "tcp rails). Applied through UCX_NET_DEVICES, UCX_MAX_RNDV_RAILS and "
+     "UCX_MAX_EAGER_RAILS unless the user set those; p2p_info shows the plan."},
     {"P2P_HCA", "",
      "Restrict automatic rail choice to matching RDMA devices, as "
      "NCCL_IB_HCA: comma-separated name prefixes (mlx5), '=' for exact "
