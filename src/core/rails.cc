@@ -164,11 +164,7 @@ LocalRank local_rank_detect(const EnvLookup &env) {
     if (try_slurm(env, &lr) || try_pair(env, "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE", &lr)) {
         return lr;
     }
-    lr = LocalRank{};
-    P2P_LOG(P2P_LOG_INFO, "rails: no local rank in the environment (LOCAL_RANK, "
-            "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); planning as local "
-            "rank 0 of 1");
-    return lr;
+    return LocalRank{};
 }
 
 bool parse_cpu_list(const std::string &text, std::vector<int> *out) {
@@ -234,6 +230,12 @@ p2p_status_t rails_apply_ucx(ucp_config_t *cfg, const LocalRank *given) {
     LocalRank lr = given != nullptr
                        ? *given
                        : local_rank_detect([](const char *n) { return std::getenv(n); });
+    if (given == nullptr && lr.source.empty()) {
+        // here, not in local_rank_detect: p2p_local_rank_query reports it to its caller
+        P2P_LOG(P2P_LOG_INFO, "rails: no local rank in the environment (LOCAL_RANK, "
+                "OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, ...); planning as local "
+                "rank 0 of 1");
+    }
     s.last = lr;
     topo::PlanInput in = topo::PlanInput::from_environment(lr.rank, lr.size);
     topo::Topology::Binding bind = s.topo->binding();

@@ -38,7 +38,8 @@ using EnvLookup = std::function<const char *(const char *)>;
  *   5. SLURM_LOCALID with SLURM_TASKS_PER_NODE + SLURM_NODEID (srun)
  *   6. PMIX_LOCAL_RANK / PMIX_LOCAL_SIZE (exported by some PMIx launchers)
  * A source whose values are malformed or inconsistent (rank >= size) is
- * logged (warn) and skipped. None: rank 0 of 1, logged at info.
+ * logged (warn) and skipped. None: rank 0 of 1 with an empty source
+ * (rails_apply_ucx logs that at info; p2p_local_rank_query returns it).
  */
 LocalRank local_rank_detect(const EnvLookup &env);
 
