@@ -479,6 +479,13 @@ TEST(Perftest, BadCommandLinesFailCleanly) {
     /* GPU memory with options that touch buffers from the CPU */
     EXPECT_EQ(run(perftest() + " -m cuda --check", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " -m cuda-managed --alloc lib", 20).rc, 2);
+    /* GPU memory where there is none: a failed run (1), not a bad option */
+    for (const char *m : {" -m cuda", " -m cuda-managed"}) {
+        ProcResult none = run(perftest() + m + " -t bw -s 8", 20);
+        if (none.err.find(std::string(m + 1) + ":") != std::string::npos) {
+            EXPECT_EQ(none.rc, 1) << m << ": " << none.err;
+        }  // else a device is here: the 1-rank run is refused (2) as usual
+    }
     EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
     EXPECT_EQ(run(perftest() + " --threads single", 20).rc, 2);
     /* past the bounds that keep buffer sizes and counts from overflowing

@@ -278,7 +278,7 @@ int run_main(int argc, char **argv) {
     Options opts;
     int rc = options_parse(argc, argv, &opts);
     if (rc != 0) {
-        return rc > 0 ? 0 : 2;
+        return rc > 0 ? 0 : rc == -2 ? 1 : 2;
     }
     Session s(opts);
     rc = prepare(s);

@@ -228,7 +228,8 @@ void options_usage(const char *prog) {
         "Exit status: 0; 1 when the run failed or a point has errors (a\n"
         "payload --check found wrong, or bytes moved other than the\n"
         "bytes_expected its rates are computed from; setup and mem: any\n"
-        "rank's totals); 2 bad command line, fewer than 2 ranks, or ranks\n"
+        "rank's totals; -m cuda* where this build or machine has no CUDA\n"
+        "device); 2 bad command line, fewer than 2 ranks, or ranks\n"
         "started with different options.\n"
         "\n"
         "Units: MB/s = 1e6 bytes/s, MiB/s = 2^20 bytes/s. Latency columns\n"
@@ -372,7 +373,7 @@ int options_parse(int argc, char **argv, Options *opts) {
     std::string why;
     if (!mem_type_usable(o.mem_type, &why)) {
         std::fprintf(stderr, "%s: -m %s: %s\n", prog, o.mem_type.c_str(), why.c_str());
-        return -1;
+        return -2;  // a machine (or build) without the memory, not a bad option
     }
     *opts = o;
     return 0;

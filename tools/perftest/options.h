@@ -43,7 +43,8 @@ struct Options {
 
 /**
  * Parse argv into *opts. Returns 0 to run, 1 when help/version was printed
- * (exit 0), -1 on a bad argument (message already printed to stderr).
+ * (exit 0), -1 on a bad argument, -2 when -m names memory this build or
+ * machine does not have (exit 1); messages already printed to stderr.
  */
 int options_parse(int argc, char **argv, Options *opts);
 
