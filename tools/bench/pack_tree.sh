@@ -53,12 +53,17 @@ check() {
     step done
 }
 
+case "${1:-}" in
+-h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+--check) ;;
+-*) echo "pack_tree: unknown option $1" >&2; sed -n '2,17p' "$0" >&2; exit 2 ;;
+esac
 if [ "${1:-}" = --check ]; then
-    [ $# = 2 ] || { sed -n '2,18p' "$0"; exit 2; }
+    [ $# = 2 ] || { sed -n '2,17p' "$0"; exit 2; }
     check "$2"
     exit 0
 fi
-[ $# = 1 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# = 1 ] || { sed -n '2,17p' "$0"; exit 2; }
 set -e
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$top/tools/p2prun/p2prun" ] && [ -x "$top/test/cuda/cuda_test" ] ||

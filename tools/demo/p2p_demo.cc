@@ -48,7 +48,8 @@ void usage(FILE *out) {
                  "  ITERS times, every payload verified (defaults 1M, 4, 10). BYTES takes\n"
                  "  a K, M or G suffix (powers of 2); at most 1G, and TENSORS at most\n"
                  "  65536, ITERS at most 1000000.\n"
-                 "  start with: p2prun -n N -- p2p_demo\n");
+                 "  start with: p2prun -n N -- p2p_demo (installed), or from the build\n"
+                 "  tree: tools/p2prun/p2prun -n N -- tools/demo/p2p_demo\n");
 }
 
 /** A decimal count, optionally with a K/M/G suffix (suffix_ok), in
