@@ -54,7 +54,12 @@
  *   handle created before the fork is unknown in the child (calls on it
  *   return P2P_ERR_INVALID_HANDLE, destroy calls included, and release
  *   nothing: the UCX workers, threads and shared memory stay the
- *   parent's). The child may create its own context and communicators.
+ *   parent's). The child may create its own context and communicators;
+ *   when UCX's async thread ran in the parent at the fork (a context over
+ *   tcp or InfiniBand was alive), UCX 1.13 cannot use those transports in
+ *   the child, and p2p_context_create there limits UCX to shared memory
+ *   (no UCX_TLS set) or fails with P2P_ERR_UNSUPPORTED (UCX_TLS allows
+ *   another transport).
  *   Memory from p2p_mem_alloc is shared with the child (MAP_SHARED), as
  *   any shared mapping is; p2p_mem_free there unmaps the child's view only.
  */
@@ -217,6 +222,8 @@ p2p_status_t p2p_local_rank_query(uint32_t *local_rank, uint32_t *local_size);
  * Errors: P2P_ERR_INVALID_PARAM (context_p NULL, bad field value, bad P2P_*
  * variable), P2P_ERR_NO_DEVICE (no usable transport or device: e.g. UCX_TLS
  * names none this machine has), P2P_ERR_TRANSPORT (UCX could not start),
+ * P2P_ERR_UNSUPPORTED (a child forked while UCX's async thread ran, with a
+ * UCX_TLS that allows tcp or InfiniBand: see fork() above; logged),
  * P2P_ERR_NO_MEMORY.
  */
 p2p_status_t p2p_context_create(const p2p_config_t *config,

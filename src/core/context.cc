@@ -1,6 +1,7 @@
 #include "core/context.h"
 #include "core/cma.h"
 #include "core/config.h"
+#include "core/fork_ucx.h"
 #include "core/log.h"
 #include "core/memtype.h"
 #include "core/rails.h"
@@ -216,6 +217,11 @@ p2p_status_t Context::create(const ContextSettings &settings,
         return P2P_ERR_TRANSPORT;
     }
     context_ucx_defaults(cfg.get(), settings);
+    // A child of a process that ran UCX's async thread (core/fork_ucx.h).
+    p2p_status_t fs = fork_limit_transports(cfg.get());
+    if (fs != P2P_OK) {
+        return fs;
+    }
 
     // Rails (src/core/rails.h): the plan's UCX_NET_DEVICES / rails settings.
     LocalRank given;

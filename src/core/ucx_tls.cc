@@ -82,6 +82,22 @@ bool UcxTls::allows(const std::string &tl) const {
     return exclude_ ? !named : named;
 }
 
+bool UcxTls::allows_only(std::initializer_list<const char *> tls) const {
+    if (all_ || exclude_) {
+        return false;
+    }
+    for (const std::string &named : named_) {
+        bool listed = false;
+        for (const char *tl : tls) {
+            listed = listed || named == tl;
+        }
+        if (!listed) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool UcxTls::allows_shm_am() const {
     return allows("posix") || allows("sysv") || allows("xpmem");
 }

@@ -11,6 +11,7 @@
 #ifndef UCXP2P_CORE_UCX_TLS_H
 #define UCXP2P_CORE_UCX_TLS_H
 
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -34,6 +35,10 @@ public:
     /** UCX may use an rdma transport (verbs or mlx5 rc/ud/dc, EFA's srd):
      *  without one, rdma rails are of no use to it. */
     bool allows_rdma() const;
+
+    /** Every transport UCX may use is one of tls ("all" and "^list" never
+     *  are: they allow transports of UCX's choosing). */
+    bool allows_only(std::initializer_list<const char *> tls) const;
 
 private:
     bool all_ = true;

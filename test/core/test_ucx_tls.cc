@@ -80,3 +80,21 @@ TEST(UcxTls, RdmaTransportsAndTheirAliases) {
     EXPECT_FALSE(UcxTls("tcp").allows_rdma());
     EXPECT_FALSE(UcxTls("^ib,srd").allows_rdma());
 }
+
+// What a context in a child forked while UCX's async thread ran may use
+// (core/fork_ucx.h): named transports, aliases expanded, all within the
+// list; "all", unset and "^..." leave the choice to UCX, so never.
+TEST(UcxTls, AllowsOnlyAListedSet) {
+    const auto shm = {"posix", "sysv", "xpmem", "knem", "cma", "self"};
+    EXPECT_TRUE(UcxTls("shm,self").allows_only(shm));
+    EXPECT_TRUE(UcxTls("sm,self").allows_only(shm));
+    EXPECT_TRUE(UcxTls("posix:aux,cma").allows_only(shm));
+    EXPECT_TRUE(UcxTls("self").allows_only(shm));
+    EXPECT_FALSE(UcxTls("shm,self,tcp").allows_only(shm));
+    EXPECT_FALSE(UcxTls("tcp").allows_only(shm));
+    EXPECT_FALSE(UcxTls("rc,self").allows_only(shm));
+    EXPECT_FALSE(UcxTls("all").allows_only(shm));
+    EXPECT_FALSE(UcxTls(nullptr).allows_only(shm));
+    EXPECT_FALSE(UcxTls("^tcp").allows_only(shm));
+    EXPECT_FALSE(UcxTls("mm").allows_only({"posix", "sysv"}));  // xpmem too
+}
