@@ -149,8 +149,9 @@ typedef enum {
      *  application's calls (p2p_comm_poll on an empty queue, p2p_comm_wait,
      *  a p2p_mem_deregister that finds its registration busy);
      *  a backstop thread progresses only while the application has made no
-     *  call for about a millisecond or more (so the rank still answers its
-     *  peers and detects dead ones while it computes). The per-message path
+     *  call between two of its looks (1 ms apart, backing off to 16 ms while
+     *  the application keeps calling; so the rank still answers its peers
+     *  and detects dead ones while it computes). The per-message path
      *  takes no locked instruction. progress_mode then chooses how
      *  p2p_comm_wait idles: busy spins, adaptive spins P2P_SPIN_US after the
      *  last activity, then like event sleeps on the worker's event fd. */

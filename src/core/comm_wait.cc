@@ -37,10 +37,6 @@ p2p_status_t Comm::wait(p2p_queue_t queue, p2p_completion_t *entries, size_t max
             *count_p = 0;
             return P2P_ERR_SHUTDOWN;
         }
-        if (q.take_signal(seen)) {
-            *count_p = 0;
-            return P2P_ERR_INTERRUPTED;
-        }
         // Sleeps round the time left up: a wait never ends before its
         // timeout (0.3 ms left is not "expired", and timeout 1 blocks).
         const int64_t left_ns = timeout_ms < 0 ? -1 : deadline - now_ns();
@@ -55,6 +51,12 @@ p2p_status_t Comm::wait(p2p_queue_t queue, p2p_completion_t *entries, size_t max
             // deadline holds.
             bool did = pr.progress_once();
             if (!q.empty()) continue;
+            // A kept signal after the round: entries take precedence, and
+            // here nothing else completes what already arrived.
+            if (q.take_signal(seen)) {
+                *count_p = 0;
+                return P2P_ERR_INTERRUPTED;
+            }
             if (expired) {
                 *count_p = 0;
                 return P2P_ERR_TIMEOUT;
@@ -64,6 +66,10 @@ p2p_status_t Comm::wait(p2p_queue_t queue, p2p_completion_t *entries, size_t max
                 pr.idle(left_ms < 0 ? tick : static_cast<int>(std::min<int64_t>(left_ms, tick)));
             }
             continue;
+        }
+        if (q.take_signal(seen)) {
+            *count_p = 0;
+            return P2P_ERR_INTERRUPTED;
         }
         if (expired) {
             *count_p = 0;

@@ -233,6 +233,32 @@ TEST_P(Serialized, ShutdownCancelsPending) {
     EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
 }
 
+// Entries take precedence over a kept signal (p2p.h), also when the
+// entry is a message that arrived but no call has progressed yet: the
+// wait returned P2P_ERR_INTERRUPTED before its own progress round, so the
+// message came only with the next wait (the backstop leaves a calling
+// application alone). The signal stays kept for the next empty wait.
+TEST_P(Serialized, KeptSignalYieldsToAnArrivedMessage) {
+    Buf b(64, 0x6b);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), b.size(), &mem));
+    for (uint32_t i = 0; i < 20; ++i) {
+        SCOPED_TRACE("round " + std::to_string(i));
+        ASSERT_EQ(P2P_OK, p2p_comm_recv(comm_, 0, i, b.data(), 10, mem, nullptr));
+        ASSERT_EQ(P2P_OK, p2p_comm_send(comm_, 0, i, b.data() + 32, 10, mem, nullptr));
+        ASSERT_EQ(P2P_OK, p2p_comm_signal(comm_, P2P_QUEUE_RECV));
+        p2p_completion_t c{};
+        size_t n = 0;
+        ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, 5000));
+        EXPECT_EQ(1u, n);
+        EXPECT_EQ(i, c.tensor_id);
+        EXPECT_EQ(P2P_ERR_INTERRUPTED, p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, 5000));
+        EXPECT_EQ(0u, n);
+        ASSERT_EQ(P2P_OK, p2p_comm_wait(comm_, P2P_QUEUE_SEND, &c, 1, &n, 5000));
+    }
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Serialized,
                          ::testing::Values(P2P_PROGRESS_ADAPTIVE, P2P_PROGRESS_BUSY,
                                            P2P_PROGRESS_EVENT),
