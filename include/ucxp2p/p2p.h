@@ -434,12 +434,12 @@ p2p_status_t p2p_comm_destroy(p2p_comm_h comm);
  * read-only registers, and serves sends only: a receive into any part of
  * it is refused.
  * Errors: P2P_ERR_INVALID_HANDLE, P2P_ERR_INVALID_PARAM (NULL address or
- * mem_p, zero length, address + length past the end of the address space,
- * a page of host memory in the range not mapped or mapped without access
- * (PROT_NONE); logged), P2P_ERR_UNSUPPORTED (CUDA device memory, a UCX
- * without CUDA and P2P_CUDA_STAGING=off, or no CUDA context for it;
- * logged), P2P_ERR_TRANSPORT (UCX refused), P2P_ERR_NO_MEMORY (also: no
- * host memory for the copy of device memory).
+ * mem_p, zero length, address + length past the end of the address space;
+ * or, logged, a page of host memory in the range not mapped or mapped
+ * without read access: PROT_NONE, or execute only), P2P_ERR_UNSUPPORTED
+ * (CUDA device memory, a UCX without CUDA and P2P_CUDA_STAGING=off, or no
+ * CUDA context for it; logged), P2P_ERR_TRANSPORT (UCX refused),
+ * P2P_ERR_NO_MEMORY (also: no host memory for the copy of device memory).
  */
 p2p_status_t p2p_mem_register(p2p_context_h context, void *address,
                               size_t length, p2p_mem_h *mem_p);
