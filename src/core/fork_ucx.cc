@@ -74,8 +74,6 @@ bool async_thread_running() {
     return found;
 }
 
-void set_inherited(bool inherited) { g_inherited.store(inherited); }
-
 } // namespace fork_ucx_detail
 
 bool ucx_async_inherited() {

@@ -41,8 +41,6 @@ p2p_status_t fork_limit_transports(ucp_config_t *cfg);
 namespace fork_ucx_detail {
 /** Whether a thread of this process is named "async" (/proc/self/task). */
 bool async_thread_running();
-/** Tests: mark this process as such a descendant, or not. */
-void set_inherited(bool inherited);
 }
 
 } // namespace ucxp2p
