@@ -1,5 +1,7 @@
 #include "json_on_signal.h"
 
+#include "doc_out.h"
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -34,7 +36,7 @@ bool g_installed = false;
 
 void write_all(const char *p, size_t n) {
     while (n > 0) {
-        ssize_t w = ::write(STDOUT_FILENO, p, n);
+        ssize_t w = ::write(doc_out::fd(), p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return;
         p += w;
@@ -116,8 +118,8 @@ void print_final(const std::string &doc) {
         // which could cut its document short.
         for (;;) pause();
     }
-    std::fputs(doc.c_str(), stdout);
-    std::fflush(stdout);
+    std::fputs(doc.c_str(), doc_out::stream());
+    std::fflush(doc_out::stream());
     g_final_out.store(true);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);  // one that came ends us now
 }

@@ -4,8 +4,9 @@
  * SIGINT, SIGHUP), and the document, printed at the end, never came. The
  * reporter keeps the document of the points measured so far ("complete":
  * false) up to date here after each point; a handler writes it to stdout
- * with write(2) alone, then lets the signal end the process as before
- * (its default action, so the exit status still names the signal).
+ * (the document's, doc_out.h) with write(2) alone, then lets the signal
+ * end the process as before (its default action, so the exit status still
+ * names the signal).
  */
 #ifndef UCXP2P_TOOLS_PERFTEST_JSON_ON_SIGNAL_H
 #define UCXP2P_TOOLS_PERFTEST_JSON_ON_SIGNAL_H

@@ -3,6 +3,7 @@
  * See options.cc (--help) for the tests and docs/PERFORMANCE.md for how
  * results are produced and compared.
  */
+#include "doc_out.h"
 #include "json_on_signal.h"
 #include "kernels.h"
 #include "options.h"
@@ -279,6 +280,9 @@ int run_main(int argc, char **argv) {
     int rc = options_parse(argc, argv, &opts);
     if (rc != 0) {
         return rc > 0 ? 0 : rc == -2 ? 1 : 2;
+    }
+    if (opts.format != Format::TABLE) {
+        doc_out::isolate();  // before UCX can log (doc_out.h)
     }
     Session s(opts);
     rc = prepare(s);

@@ -1,4 +1,6 @@
 #include "report.h"
+
+#include "doc_out.h"
 #include "json_on_signal.h"
 #include "table.h"
 
@@ -96,9 +98,9 @@ void Reporter::header() {
     }
     header_done_ = true;
     if (opts_.format == Format::CSV) {
-        std::printf("%s\n", kCsvHeader);
+        std::fprintf(doc_out::stream(), "%s\n", kCsvHeader);
     } else if (opts_.format == Format::TABLE) {
-        std::printf("# p2p_perftest (ucxp2p %s) ranks=%u bootstrap=%s "
+        std::fprintf(doc_out::stream(), "# p2p_perftest (ucxp2p %s) ranks=%u bootstrap=%s "
                     "completion=%s buffers=%s mem=%s alloc=%s posts=%s threads=%s\n",
                     p2p_version(), world_size_, bootstrap_.c_str(),
                     opts_.use_wait ? "wait" : "poll",
@@ -107,10 +109,10 @@ void Reporter::header() {
                     opts_.post_batch ? "batch" : "single",
                     opts_.threads_in_effect().c_str());
         for (const std::string &l : table_header()) {
-            std::printf("%s\n", l.c_str());
+            std::fprintf(doc_out::stream(), "%s\n", l.c_str());
         }
     }
-    std::fflush(stdout);
+    std::fflush(doc_out::stream());
 }
 
 void Reporter::add(const Result &r) {
@@ -121,7 +123,7 @@ void Reporter::add(const Result &r) {
     }
     Stats s = stats_of(r.samples_us);
     if (opts_.format == Format::CSV) {
-        std::printf("%s,%zu,%llu,%u,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+        std::fprintf(doc_out::stream(), "%s,%zu,%llu,%u,%.9g,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
                     "%.2f,%.2f,%.1f,%llu,%llu,%llu,%llu,%s\n",
                     r.test.c_str(), r.size, (unsigned long long)r.iters,
                     r.msgs_per_iter, r.time_s, s.avg, s.min, s.p50, s.p90,
@@ -144,18 +146,18 @@ void Reporter::add(const Result &r) {
         row.extra = r.extra;
         row.errors = r.errors;
         for (const std::string &l : table_row(row)) {
-            std::printf("%s\n", l.c_str());
+            std::fprintf(doc_out::stream(), "%s\n", l.c_str());
         }
     }
-    std::fflush(stdout);
+    std::fflush(doc_out::stream());
 }
 
 void Reporter::finish(bool complete) {
     if (opts_.format == Format::TABLE && header_done_) {
-        std::printf("%s\n", table_border().c_str());
+        std::fprintf(doc_out::stream(), "%s\n", table_border().c_str());
     }
     if (opts_.format != Format::JSON) {
-        std::fflush(stdout);
+        std::fflush(doc_out::stream());
         return;
     }
     json_on_signal::print_final(document(complete));
