@@ -123,7 +123,9 @@ TEST(P2prunFailures, SignalAfterAFailureStillEndsP2prunBySignal) {
                          "/ready.1; sleep 30;; esac";
     P2prun p(dir, {"--grace", "20", "-n", "2", "sh", "-c", script});
     ASSERT_TRUE(wait_for_files({dir.file("failed.0")}, 10));
-    ::usleep(500 * 1000);  // p2prun reaped rank 0 and sent SIGTERM (ignored)
+    // p2prun reaped rank 0 and sent SIGTERM (ignored); a fixed pause was
+    // not always long enough on a loaded machine.
+    ASSERT_TRUE(p.wait_for_err("rank 0 exited with status 3", 10)) << p.err_so_far();
     ASSERT_EQ(0, ::kill(p.pid(), SIGINT));
     Result r = p.wait(15);
     ASSERT_FALSE(r.timed_out);

@@ -115,6 +115,11 @@ pick_port() { # first free port >= $1 not equal to $2
     done
     echo "$1"
 }
+# Two harnesses started together (make -j2 check runs four scripts that use
+# one) could pick the same free ports before either daemon binds them: hold
+# a lock from the pick until the cluster is up (the daemons are listening).
+exec 9>"${TMPDIR:-/tmp}/ucxp2p-slurm-harness.lock"
+flock -w $((start_timeout * 4)) 9 || say "no port lock after $((start_timeout * 4)) s; going on"
 ctld_port=$(pick_port 16817)
 slurmd_port=$(pick_port 16818 "$ctld_port")
 
@@ -124,7 +129,7 @@ socket=$dir/munge/munge.socket
 setpriv --reuid=munge --regid=munge --init-groups \
     munged -F --socket="$socket" --key-file=/etc/munge/munge.key \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
-    --seed-file="$dir/munge/munged.seed" >"$dir/munge/stdout.log" 2>&1 &
+    --seed-file="$dir/munge/munged.seed" >"$dir/munge/stdout.log" 2>&1 9>&- &
 munge_pid=$!
 for i in $(seq 50); do
     [ -S "$socket" ] && break
@@ -171,9 +176,9 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSu
 EOF
 export SLURM_CONF=$dir/slurm.conf
 
-slurmctld -D -i -f "$SLURM_CONF" >"$dir/slurmctld.stdout" 2>&1 &
+slurmctld -D -i -f "$SLURM_CONF" >"$dir/slurmctld.stdout" 2>&1 9>&- &
 ctld_pid=$!
-slurmd -D -N localhost -f "$SLURM_CONF" >"$dir/slurmd.stdout" 2>&1 &
+slurmd -D -N localhost -f "$SLURM_CONF" >"$dir/slurmd.stdout" 2>&1 9>&- &
 slurmd_pid=$!
 
 deadline=$((SECONDS + start_timeout))
@@ -187,6 +192,8 @@ while [ $SECONDS -lt $deadline ]; do
 done
 [ "$state" = idle ] || fail_start "node not idle after ${start_timeout} s (state '$state')"
 say "cluster up in $dir (ports $ctld_port/$slurmd_port, $ncpu cpus)"
+flock -u 9
+exec 9>&-
 
 timeout -k 5 "$cmd_timeout" "$@"
 rc=$?

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -114,11 +115,15 @@ namespace {
 enum class Call { kBarrier, kCommCreate };
 
 /** A 2-rank job: both create the bootstrap and pass a barrier; then rank 1
- *  exits (`late` false) or sleeps past the bootstrap timeout before
- *  exiting (`late` true), and rank 0 makes `call`. Rank 0's exit code is
- *  code(status) of that call; rank 1's is 0. */
+ *  exits (`late` false) or stays, silent, until rank 0's call has returned
+ *  (`late` true: a fixed sleep let a slow context create on a loaded
+ *  machine outlast it, and rank 0 then saw a rank that left), and rank 0
+ *  makes `call`. Rank 0's exit code is code(status) of that call; rank
+ *  1's is 0. */
 std::vector<int> run_job(const std::string &token, Call call, bool late) {
     const uint16_t port = wtest::free_port_block(1);
+    int done[2];
+    if (::pipe(done) != 0) return {-1, -1};
     std::vector<int> pids;
     for (uint32_t r = 0; r < 2; ++r) {
         pids.push_back(wtest::spawn(
@@ -128,9 +133,15 @@ std::vector<int> run_job(const std::string &token, Call call, bool late) {
                 if (st != P2P_OK) return 100 + code(st);
                 if (p2p_bootstrap_barrier(bs) != P2P_OK) return 120;
                 if (r == 1) {
-                    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+                    ::close(done[1]);
+                    if (late) {  // until rank 0 writes or exits (EOF)
+                        char c;
+                        while (::read(done[0], &c, 1) < 0 && errno == EINTR) {
+                        }
+                    }
                     ::_exit(0);  // without a word
                 }
+                ::close(done[0]);
                 p2p_context_h ctx = nullptr;
                 if (p2p_context_create(nullptr, &ctx) != P2P_OK) return 121;
                 const uint64_t t0 = wtest::now_ms();
@@ -141,13 +152,17 @@ std::vector<int> run_job(const std::string &token, Call call, bool late) {
                     st = p2p_comm_create(ctx, bs, &comm);
                     CHILD_CHECK(comm == nullptr);
                 }
-                if (wtest::now_ms() - t0 > 10000) return wtest::kTooSlow;
+                const uint64_t took = wtest::now_ms() - t0;
+                if (late) CHILD_CHECK(::write(done[1], "x", 1) == 1);  // rank 1 reads
+                if (took > 10000) return wtest::kTooSlow;
                 // The failed call leaves everything destroyable.
                 CHILD_CHECK(p2p_bootstrap_destroy(bs) == P2P_OK);
                 CHILD_CHECK(p2p_context_destroy(ctx) == P2P_OK);
                 return code(st);
             }));
     }
+    ::close(done[0]);
+    ::close(done[1]);
     return wtest::wait_all(pids, kWaitMs);
 }
 
