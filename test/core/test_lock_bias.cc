@@ -135,22 +135,24 @@ TEST(BiasedMutex, TheBiasedThreadWaitsWhileTheHelperHoldsIt) {
     lock_n(mu, Mutex::kFirstBiasAfter);
     lock_n(mu, 1);  // so the helper keeps the bias
     std::atomic<bool> held{false};
+    std::chrono::steady_clock::time_point released;  // read after join()
     std::thread helper([&] {
         mu.lock_helper();
         held.store(true);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        released = std::chrono::steady_clock::now();
         mu.unlock();
     });
     while (!held.load()) std::this_thread::yield();
     EXPECT_EQ(this_thread_id(), mu.biased_thread());
-    auto t0 = std::chrono::steady_clock::now();
     EXPECT_FALSE(mu.try_lock()) << "try_lock got in beside the helper";
     mu.lock();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::steady_clock::now() - t0).count();
+    const auto got_in = std::chrono::steady_clock::now();
     mu.unlock();
     helper.join();
-    EXPECT_GE(ms, 50) << "the biased thread got in while the helper held it";
+    // Against the helper's release (a minimum wait from when this thread
+    // saw it hold could fail if this thread was descheduled in between).
+    EXPECT_GE(got_in, released) << "the biased thread got in while the helper held it";
 }
 
 // The three kinds of lockers at full speed: every increment lands once

@@ -32,18 +32,18 @@ TEST(TcpBulkFaults, WrongTokenIsNotAllowed) {
 }
 
 TEST(TcpBulkFaults, NothingListeningIsNotAllowedQuickly) {
-    uint16_t port = 0;
-    {
-        // A port that was free a moment ago, closed again.
-        in_addr lo;
-        lo.s_addr = htonl(INADDR_LOOPBACK);
-        tcp::Fd l;
-        ASSERT_EQ(0, tcp::tcp_listen(lo, 0, &l));
-        sockaddr_in sa{};
-        socklen_t sl = sizeof(sa);
-        ASSERT_EQ(0, ::getsockname(l.get(), reinterpret_cast<sockaddr *>(&sa), &sl));
-        port = ntohs(sa.sin_port);
-    }
+    // A port bound but not listening, held for the whole test: a port
+    // freed again could be handed to a listener of a test running beside
+    // this one, and the connect would then succeed.
+    tcp::Fd held(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(held.valid());
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(0, ::bind(held.get(), reinterpret_cast<sockaddr *>(&sa), sizeof(sa)));
+    socklen_t sl = sizeof(sa);
+    ASSERT_EQ(0, ::getsockname(held.get(), reinterpret_cast<sockaddr *>(&sa), &sl));
+    const uint16_t port = ntohs(sa.sin_port);
     Address a{};
     a.port = port;
     a.token = 1;

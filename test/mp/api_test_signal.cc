@@ -5,6 +5,7 @@
  */
 #include "api_util.h"
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -123,15 +124,22 @@ TEST_F(ApiSignal, WakesEveryBlockedWait) {
     constexpr int kWaiters = 3;
     p2p_status_t st[kWaiters];
     std::vector<std::thread> waiters;
+    std::atomic<int> started{0};
     for (int i = 0; i < kWaiters; ++i) {
         st[i] = P2P_ERR_TRANSPORT;
         waiters.emplace_back([&, i] {
             p2p_completion_t c;
             size_t n = 0;
+            started.fetch_add(1);
             st[i] = p2p_comm_wait(comm_, P2P_QUEUE_RECV, &c, 1, &n, -1);
         });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let them block
+    // Every thread running (a loaded machine may start one late), then
+    // time for each to block in its wait.
+    bounded("three waiter threads start", 20, [&] {
+        while (started.load() < kWaiters) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(P2P_OK, p2p_comm_signal(comm_, P2P_QUEUE_RECV));
     bounded("three p2p_comm_wait(-1) after one signal", 20, [&] {
         for (std::thread &t : waiters) t.join();

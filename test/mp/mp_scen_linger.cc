@@ -3,7 +3,7 @@
  * Context::Lingering), 2 ranks; mp_test runs them with P2P_LOG_LEVEL=debug
  * and reads what the log says of each endpoint:
  *   linger  both ranks exchange a message each way; rank 0 destroys its
- *       communicator, rank 1 keeps its own 300 ms longer. Rank 0's
+ *       communicator, rank 1 keeps its own 1 s longer. Rank 0's
  *       endpoint to rank 1 lingers until rank 1's closing note comes;
  *       rank 1's closes at once (rank 0's note came first). Then the same
  *       again with the ranks' roles swapped.
@@ -46,6 +46,9 @@ namespace mp {
 
 namespace {
 
+/** How long a closing note is given to reach the other rank. */
+constexpr int kNoteMs = 1000;
+
 /** One message each way between the two ranks: endpoints both ways. */
 void one_each_way(Rank &r) {
     ExchangeOptions opt;
@@ -63,7 +66,9 @@ void run_linger(int, char **) {
         if (r.rank() == first) r.destroy_comm();
         MP_OK(p2p_bootstrap_barrier(r.bootstrap()));
         if (r.rank() != first) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            // Time for the first rank's closing note to arrive (300 ms
+            // left little margin on a loaded machine).
+            std::this_thread::sleep_for(std::chrono::milliseconds(kNoteMs));
             r.destroy_comm();
         }
         MP_OK(p2p_bootstrap_barrier(r.bootstrap()));
@@ -72,7 +77,7 @@ void run_linger(int, char **) {
     // The last closing note reaches the first rank's context after the
     // barrier: give it a moment before the context (which would close
     // what still lingers, and say so) goes.
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kNoteMs));
     r.finish();
     say("linger ok");
 }
@@ -85,8 +90,10 @@ void run_linger_killed(int, char **) {
     if (r.rank() == 0) r.destroy_comm();
     MP_OK(p2p_bootstrap_barrier(r.bootstrap()));
     if (r.rank() == 1) die_now(r.comm(), 100);
-    // Rank 1's death ends the lingering endpoint within the peer timeout.
-    const double wait_s = 2.0 * env_ul("P2P_PEER_TIMEOUT_MS", 3000) / 1000.0;
+    // Rank 1's death ends the lingering endpoint within the peer timeout
+    // (its process is seen gone once the kernel has torn it down, later
+    // under load, or in a sanitizer build): wait well past it.
+    const double wait_s = 5.0 * env_ul("P2P_PEER_TIMEOUT_MS", 3000) / 1000.0;
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
     r.finish();
     say("linger-killed ok");

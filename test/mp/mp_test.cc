@@ -155,7 +155,10 @@ TEST_P(MpTest, LingeringEndpointsAreFlushedBeforeTheContextGoes3Ranks) {
     RunSpec s;
     s.ranks = 3;
     s.args = {"linger-flush"};
-    s.env = {"P2P_MP_DIR=" + dir.path(), "P2P_CMA_THRESH=16384", "P2P_LOG_LEVEL=debug"};
+    // Rank 1, serialized and just resumed, drains its full FIFO within the
+    // flush's bound (the peer timeout): 2 s could be too short under load.
+    s.env = {"P2P_MP_DIR=" + dir.path(), "P2P_CMA_THRESH=16384", "P2P_LOG_LEVEL=debug",
+             "P2P_PEER_TIMEOUT_MS=10000"};
     const std::string out = expect_pass(s, "linger-flush ok");
     // Rank 0 leaves as a rank that said goodbye, not as a failure. (Rank
     // 1 may destroy its communicator before the goodbye, which follows the
@@ -167,6 +170,7 @@ TEST_P(MpTest, LingeringEndpointsAreFlushedBeforeTheContextGoes3Ranks) {
     p2ptest::TempDir dir2;  // the first run's signal files stay in dir
     s.args.push_back("stuck");
     s.env[0] = "P2P_MP_DIR=" + dir2.path();
+    s.env.back() = "P2P_PEER_TIMEOUT_MS=2000";
     const std::string stuck = expect_pass(s, "linger-flush ok");
     EXPECT_EQ(1u, count(stuck, "1 lingering endpoint(s) not flushed after 2000 ms")) << stuck;
 }

@@ -256,7 +256,7 @@ TEST_P(MpTest, Idle8RanksUseNoCpu) {
         rmdir(dir_tmpl);
         return;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // settle
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000)); // settle (loaded CI)
     std::map<std::string, long long> before;
     for (const auto &p : pids) {
         before[p.first] = mptest::cpu_ticks(p.second);
