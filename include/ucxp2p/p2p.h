@@ -221,8 +221,10 @@ p2p_status_t p2p_local_rank_query(uint32_t *local_rank, uint32_t *local_size);
  * one worker and its progress thread.
  * config may be NULL (everything from the environment).
  * Errors: P2P_ERR_INVALID_PARAM (context_p NULL, bad field value, bad P2P_*
- * variable), P2P_ERR_NO_DEVICE (no usable transport or device: e.g. UCX_TLS
- * names none this machine has), P2P_ERR_TRANSPORT (UCX could not start),
+ * variable), P2P_ERR_NO_DEVICE (no usable transport or device: UCX_TLS
+ * names none this machine has, or only ones that carry no messages -- self,
+ * cma, knem -- with which no endpoint works; logged), P2P_ERR_TRANSPORT
+ * (UCX could not start),
  * P2P_ERR_UNSUPPORTED (a child forked while UCX's async thread ran, with a
  * UCX_TLS that allows tcp or InfiniBand: see fork() above; logged),
  * P2P_ERR_NO_MEMORY.

@@ -181,6 +181,8 @@ p2p_status_t p2p_context_create(const p2p_config_t *config, p2p_context_h *conte
         ContextSettings s;
         p2p_status_t st = context_settings_resolve(config, &s);
         if (st != P2P_OK) return st;
+        st = context_check_message_transport();
+        if (st != P2P_OK) return st;
         std::unique_ptr<Context> ctx;
         st = Context::create(s, &ctx);
         if (st != P2P_OK) return st;

@@ -198,6 +198,19 @@ void context_ucx_defaults(ucp_config_t *cfg, const ContextSettings &settings) {
     }
 }
 
+p2p_status_t context_check_message_transport() {
+    std::string file;
+    const char *tls = ucx_user_value("UCX_TLS", &file);
+    if (tls == nullptr || !UcxTls(tls).allows_only({"self", "cma", "knem", "cuda_copy",
+                                                    "cuda_ipc", "gdr_copy"})) {
+        return P2P_OK;
+    }
+    P2P_LOG(P2P_LOG_ERROR, "context: UCX_TLS='%s'%s%s names no transport that carries "
+            "messages (shm, tcp or an rdma one); ucxp2p needs one, also for a process "
+            "alone", tls, file.empty() ? "" : " in ", file.c_str());
+    return P2P_ERR_NO_DEVICE;
+}
+
 p2p_status_t Context::create(const ContextSettings &settings,
                              std::unique_ptr<Context> *out) {
     std::unique_ptr<Context> c(new Context());

@@ -47,6 +47,15 @@ struct ContextSettings {
 p2p_status_t context_settings_resolve(const p2p_config_t *config,
                                       ContextSettings *out);
 
+/** P2P_ERR_NO_DEVICE (logged) when the user's UCX_TLS allows only
+ *  transports that carry no messages (self, cma, knem, cuda_copy, cuda_ipc,
+ *  gdr_copy): UCX starts with them, but no endpoint with peer error
+ *  handling -- every ucxp2p endpoint has it, to this process too -- can be
+ *  made, so every operation would fail. p2p_context_create checks this;
+ *  Context::create does not (core tests use a self-only context for a
+ *  worker that moves nothing). */
+p2p_status_t context_check_message_transport();
+
 /** Elements of each shared memory FIFO (UCX's default: 64). */
 constexpr unsigned kMmFifoSize = 256;
 

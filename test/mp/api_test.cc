@@ -333,6 +333,30 @@ TEST(ApiContext, NoUsableTransportIsNoDevice) {
     }
 }
 
+// UCX_TLS=self (or with cma, knem): UCX starts, but no endpoint can be
+// made with the peer error handling every ucxp2p endpoint has, so every
+// post failed (peer failure, even to this process itself). Refused at
+// once, with the reason logged, as a list naming no transport is.
+TEST(ApiContext, TransportsCarryingNoMessagesAreNoDevice) {
+    for (const char *tls : {"self", "self,cma", "cma:aux,self,knem"}) {
+        EnvGuard g("UCX_TLS", tls);
+        p2p_context_h ctx = bogus_handle<p2p_context_h>();
+        ::testing::internal::CaptureStderr();
+        const p2p_status_t st = p2p_context_create(nullptr, &ctx);
+        const std::string err = ::testing::internal::GetCapturedStderr();
+        EXPECT_EQ(P2P_ERR_NO_DEVICE, st) << tls << ": " << p2p_status_string(st);
+        EXPECT_EQ(bogus_handle<p2p_context_h>(), ctx) << tls;
+        EXPECT_NE(std::string::npos, err.find("names no transport that carries messages"))
+            << tls << ": " << err;
+        if (st == P2P_OK) p2p_context_destroy(ctx);
+    }
+    // One that carries them, beside self.
+    EnvGuard g("UCX_TLS", "posix,self");
+    p2p_context_h ctx = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_context_create(nullptr, &ctx));
+    EXPECT_EQ(P2P_OK, p2p_context_destroy(ctx));
+}
+
 // A UCX variable UCX cannot parse: UCX cannot start (the user's value is
 // not overridden, and not ignored either).
 TEST(ApiContext, BadUcxVariableIsTransportError) {
