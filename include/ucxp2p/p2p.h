@@ -522,12 +522,13 @@ typedef struct {
 
 /**
  * Post count blocks in one call (as seed P2PSendBatch/P2PRecvBatch). Every
- * block is validated first, in two rounds: the arguments of every block,
- * then the peer of every block (a failed peer, an endpoint that cannot be
- * created). If one is bad, nothing is posted, the status of the first block
- * found bad is returned and *bad_index_p (if not NULL) is set to its index
- * (so a bad argument in a later block is reported before a failed peer in
- * an earlier one). Otherwise each block produces its own completion entry.
+ * block is validated first, in two rounds: the arguments of every block
+ * (its registration, buffer and length, and a peer rank within the world:
+ * P2P_ERR_BAD_RANK), then the peer of every block (a failed peer, an
+ * endpoint that cannot be created). If one is bad, nothing is posted, the
+ * status of the first block found bad is returned and *bad_index_p (if
+ * not NULL) is set to its index (so a bad argument in a later block is
+ * reported before a failed peer in an earlier one). Otherwise each block produces its own completion entry.
  * An error that concerns no block (the communicator's handle, blocks NULL,
  * P2P_ERR_SHUTDOWN) leaves *bad_index_p untouched. Receive blocks from a
  * peer that cannot be connected to pass the check when a message from it
@@ -535,7 +536,8 @@ typedef struct {
  * message does not match (more blocks than arrived messages) then complete
  * with P2P_ERR_PEER_FAILURE instead of waiting forever.
  * Errors: as p2p_comm_send (P2P_ERR_NO_MEMORY: the batch does not fit in
- * memory; nothing was posted), plus P2P_ERR_INVALID_PARAM (blocks NULL with
+ * memory, found before any block is checked, *bad_index_p untouched;
+ * nothing was posted), plus P2P_ERR_INVALID_PARAM (blocks NULL with
  * count > 0).
  */
 p2p_status_t p2p_comm_send_batch(p2p_comm_h comm, const p2p_block_t *blocks,

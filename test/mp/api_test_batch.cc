@@ -1,7 +1,8 @@
 /*
  * api_test, continued: the batch calls' *bad_index_p. p2p.h: an error that
  * concerns no block (the communicator's handle, blocks NULL,
- * P2P_ERR_SHUTDOWN) leaves it untouched, and nothing is posted.
+ * P2P_ERR_SHUTDOWN) leaves it untouched, and nothing is posted; a block
+ * with a bad argument sets it.
  */
 #include "api_util.h"
 
@@ -43,6 +44,26 @@ TEST_F(ApiFixture, BatchErrorsOfNoBlockLeaveTheBadIndex) {
         size_t bad = 99;
         EXPECT_EQ(P2P_ERR_SHUTDOWN, call.fn(comm_, blk, 2, &bad));
         EXPECT_EQ(99u, bad) << "shut down";
+    }
+    EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
+    EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
+// A peer rank outside the world is a bad argument of its block (the first
+// round): reported with that block's index, and nothing is posted.
+TEST_F(ApiFixture, BatchBlockWithARankOutsideTheWorldIsBadRank) {
+    Buf b(64);
+    p2p_mem_h mem = nullptr;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, b.data(), 64, &mem));
+    const p2p_block_t blk[3] = {{0, 1, b.data(), 8, mem, nullptr},
+                                {1, 2, b.data() + 8, 8, mem, nullptr},  // world of 1
+                                {0, 3, b.data() + 16, 8, mem, nullptr}};
+    for (const auto &call : kBatchCalls) {
+        SCOPED_TRACE(call.name);
+        size_t bad = 99;
+        EXPECT_EQ(P2P_ERR_BAD_RANK, call.fn(comm_, blk, 3, &bad));
+        EXPECT_EQ(1u, bad);
     }
     EXPECT_EQ(0u, pending(P2P_QUEUE_SEND));
     EXPECT_EQ(0u, pending(P2P_QUEUE_RECV));
