@@ -174,9 +174,11 @@ TEST_F(BootstrapJobs, WorldSizeMismatchIsNamed) {
     uint16_t port = wtest::free_port_block(1);
     p2ptest::TempDir logs;
     std::vector<int> pids;
-    pids.push_back(wtest::spawn(job_env(0, 2, port, "1500", ""),
+    // Rank 0 listens 4 s: time enough for rank 1 to reach it on a loaded
+    // machine (it must, to be refused).
+    pids.push_back(wtest::spawn(job_env(0, 2, port, "4000", ""),
                                 [] { return tagged_job("x"); }, logs.file("0")));
-    pids.push_back(wtest::spawn(job_env(1, 3, port, "5000", ""),
+    pids.push_back(wtest::spawn(job_env(1, 3, port, "6000", ""),
                                 [] { return tagged_job("x"); }, logs.file("1")));
     std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
     EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]);
@@ -197,7 +199,9 @@ TEST_F(BootstrapJobs, WorldSizeMismatchIsNamedWhenScanning) {
     p2ptest::TempDir logs;
     std::vector<int> pids;
     for (uint32_t r = 0; r < 2; ++r) {
-        wtest::Env e = job_env(r, r == 0 ? 2 : 3, 0, r == 0 ? "1500" : "2500", "");
+        // Rank 0 listens 4 s (rank 1 must reach it on a loaded machine);
+        // rank 1 scans for 5 s.
+        wtest::Env e = job_env(r, r == 0 ? 2 : 3, 0, r == 0 ? "4000" : "5000", "");
         e.push_back({"P2P_PORT_RANGE", range});
         e.push_back({"P2P_JOB_TOKEN", "scan-mismatch-" + std::to_string(getpid())});
         pids.push_back(wtest::spawn(e, [] { return tagged_job("x"); },
@@ -209,7 +213,7 @@ TEST_F(BootstrapJobs, WorldSizeMismatchIsNamedWhenScanning) {
     const std::string why = "world size 3, rank 0 has 2";
     EXPECT_NE(std::string::npos, logs.read("0").find(why)) << logs.read("0");
     const std::string err1 = logs.read("1");
-    EXPECT_NE(std::string::npos, err1.find("waited 2500 ms")) << err1;
+    EXPECT_NE(std::string::npos, err1.find("waited 5000 ms")) << err1;
     EXPECT_NE(std::string::npos, err1.find(why)) << err1;
 }
 

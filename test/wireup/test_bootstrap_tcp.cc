@@ -308,7 +308,9 @@ TEST_F(BootstrapTcp, StrayConnectionsAreRejectedAndJobCompletes) {
 TEST_F(BootstrapTcp, MuteStrayDropIsLoggedWithTheTimeWaited) {
     uint16_t port = wtest::free_port_block(1);
     p2ptest::TempDir logs;
-    int pid = wtest::spawn(job_env(0, 2, port, "600", token_),
+    // 1500 ms: shorter than the hello timeout (2000), long enough for this
+    // thread to connect on a loaded machine.
+    int pid = wtest::spawn(job_env(0, 2, port, "1500", token_),
                            [] { return full_job(2); }, logs.file("0"));
     sockaddr_in sa = wtest::loopback(port);
     tcp::Fd mute;
@@ -397,8 +399,9 @@ TEST_F(BootstrapTcp, MissingRankTimesOut) {
     EXPECT_LT(dt, 8000u);
 }
 
-/** A 3-rank job (deadline 1200 ms) in which rank `late` enters its first
- *  barrier 2.5 s after the others. Each rank's exit code: the others' the
+/** A 3-rank job (deadline 2000 ms: creation must fit in it on a loaded
+ *  machine) in which rank `late` enters its first barrier 3.5 s after the
+ *  others. Each rank's exit code: the others' the
  *  status of their barrier (which must take about the deadline), the late
  *  rank's what late_check returns after its own barrier. */
 std::vector<int> run_late_barrier(const std::string &token, uint32_t late,
@@ -407,20 +410,20 @@ std::vector<int> run_late_barrier(const std::string &token, uint32_t late,
     uint16_t port = wtest::free_port_block(1);
     std::vector<int> pids;
     for (uint32_t r = 0; r < n; ++r) {
-        pids.push_back(wtest::spawn(job_env(r, n, port, "1200", token), [=] {
+        pids.push_back(wtest::spawn(job_env(r, n, port, "2000", token), [=] {
             std::unique_ptr<Bootstrap> b;
             p2p_status_t st = bootstrap_create(P2P_BOOTSTRAP_TCP, &b);
             if (st != P2P_OK) {
                 return 100 + code(st);
             }
             if (r == late) {  // busy elsewhere past the deadline
-                std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+                std::this_thread::sleep_for(std::chrono::milliseconds(3500));
                 return late_check(*b, b->barrier());
             }
             uint64_t t = wtest::now_ms();
             st = b->barrier();
             uint64_t dt = wtest::now_ms() - t;
-            CHILD_CHECK(dt >= 1100 && dt < 6000);
+            CHILD_CHECK(dt >= 1900 && dt < 8000);
             return code(st);
         }));
     }
