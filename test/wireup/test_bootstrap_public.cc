@@ -116,9 +116,9 @@ enum class Call { kBarrier, kCommCreate };
 
 /** A 2-rank job: both create the bootstrap and pass a barrier; then rank 1
  *  exits (`late` false) or stays, silent, until rank 0's call has returned
- *  (`late` true: a fixed sleep let a slow context create on a loaded
- *  machine outlast it, and rank 0 then saw a rank that left), and rank 0
- *  makes `call`. Rank 0's exit code is code(status) of that call; rank
+ *  (`late` true: a pipe, not a fixed sleep, since a context create slower
+ *  than the sleep on a loaded machine would let rank 0 see a rank that had
+ *  left), and rank 0 makes `call`. Rank 0's exit code is code(status) of that call; rank
  *  1's is 0. */
 std::vector<int> run_job(const std::string &token, Call call, bool late) {
     const uint16_t port = wtest::free_port_block(1);
