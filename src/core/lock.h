@@ -151,6 +151,10 @@ public:
     uintptr_t biased_thread() const;
     uint32_t bias_after() const { return bias_after_.load(std::memory_order_relaxed); }
 
+    /** The plain lock is held and a thread may sleep waiting for it (its
+     *  unlock wakes one): for a holder about to let go and take it again. */
+    bool waited_on() const { return state_.load(std::memory_order_relaxed) == 2; }
+
     static constexpr int kBiasRecords = 16;
     static constexpr uint32_t kFirstBiasAfter = 64;
     static constexpr uint32_t kMaxBiasAfter = 1u << 20;

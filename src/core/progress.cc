@@ -110,6 +110,17 @@ unsigned Progress::progress_locked() {
     return n;
 }
 
+unsigned Progress::progress_round_locked() {
+    conclude_copies_locked();
+    unsigned n = 0;
+    while (n < kRoundCalls && ucp_worker_progress(worker_) != 0) {
+        ++n;
+    }
+    after_locked();
+    take_in_before_copies_locked();  // as a user's progress call does
+    return n;
+}
+
 bool Progress::try_progress_from_user() {
     // Only a change matters to the thread: a plain increment (an increment
     // lost between two polling threads still changes the value) avoids a
@@ -346,11 +357,20 @@ void Progress::run() {
         uint64_t posts;
         unsigned n;
         CopyJob *copies;
+        bool waited_on;
         {
             HelperLock lock(worker_mu_);  // the progress thread's side (core/lock.h)
             posts = posts_.load(std::memory_order_relaxed);
-            n = progress_locked();
+            n = progress_round_locked();
             copies = copies_.claim_locked();
+            waited_on = worker_mu_.waited_on();
+        }
+        if (waited_on) {
+            // A thread sleeps on the lock (an application's post): let it
+            // in before the next round takes the lock again. Sharing our
+            // core, the woken thread would otherwise wait for this one to
+            // run out of work or its time slice.
+            sched_yield();
         }
         if (copies != nullptr) {
             copies_.run(copies);  // concluded by the next round

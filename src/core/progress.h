@@ -147,8 +147,22 @@ public:
         blocked_.fetch_add(on ? 1 : -1, std::memory_order_relaxed);
     }
 
-    /** Progress under the lock (caller holds worker_mu). */
+    /** Progress under the lock (caller holds worker_mu): until the worker
+     *  finds nothing more, then the after-progress hooks. */
     unsigned progress_locked();
+    /** The progress thread's round: like progress_locked, but at most
+     *  kRoundCalls progress calls, so that its hold of the worker lock
+     *  ends while a peer keeps streaming (the thread then lets a thread
+     *  sleeping on the lock in first). Drained to the end under a sender
+     *  of 8-byte messages, one round held the lock for 80 ms: the
+     *  application's posts waited that long (the 8 B message rate fell
+     *  from ~5 to 1.1-1.5 M msg/s; docs/PERFORMANCE.md, 2026-12-01).
+     *  Ending a round as soon as a thread sleeps on the lock instead
+     *  handed the lock over at every message: 8 B rate with
+     *  p2p_comm_wait 4.3 -> 0.9 M msg/s. Returns the progress calls that
+     *  found something. */
+    unsigned progress_round_locked();
+    static constexpr unsigned kRoundCalls = 32;
 
     /** Copies made outside the worker lock (core/copy_queue.h). */
     CopyQueue &copies() { return copies_; }

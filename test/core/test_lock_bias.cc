@@ -227,3 +227,46 @@ TEST(BiasedMutex, ManyThreadsSettleOnThePlainLock) {
     EXPECT_EQ(static_cast<uint64_t>(kThreads) * kIters, counter);
     EXPECT_LE(mu.bias_after(), Mutex::kMaxBiasAfter);
 }
+
+namespace {
+
+// Holds mu on this thread (as the helper when helper is set), starts a
+// thread that locks it, and checks what waited_on() says before the thread
+// comes, while it sleeps on the lock, and once it got in and left.
+void expect_waited_on_follows_a_sleeper(Mutex &mu, bool helper) {
+    std::atomic<bool> in{false};
+    if (helper) mu.lock_helper(); else mu.lock();
+    EXPECT_FALSE(mu.waited_on()) << "nobody waits yet";
+    std::thread t([&] {
+        std::lock_guard<Mutex> g(mu);
+        in.store(true);
+    });
+    // It sleeps on the futex once it found the lock held: state 2.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!mu.waited_on() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(mu.waited_on()) << "a thread blocked in lock() was not seen";
+    EXPECT_FALSE(in.load()) << "the thread got in while the lock was held";
+    mu.unlock();
+    t.join();
+    EXPECT_TRUE(in.load());
+    EXPECT_FALSE(mu.waited_on()) << "free, and nobody waits";
+}
+
+}  // namespace
+
+// The progress thread yields after a round when an application thread
+// sleeps on the worker lock (core/progress.cc); waited_on() tells it.
+TEST(MutexWaitedOn, PlainLockSeesAThreadSleepingOnIt) {
+    Mutex mu;
+    expect_waited_on_follows_a_sleeper(mu, /*helper=*/false);
+}
+
+TEST(MutexWaitedOn, BiasedLockHeldByTheHelperSeesAUserThreadWait) {
+    Mutex mu;
+    REQUIRE_BIASED(mu);
+    // A user thread held the bias; the next one finds the helper inside.
+    std::thread([&] { lock_n(mu, Mutex::kFirstBiasAfter); }).join();
+    expect_waited_on_follows_a_sleeper(mu, /*helper=*/true);
+}
