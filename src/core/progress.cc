@@ -96,9 +96,9 @@ void Progress::kick() {
     (void)r;
 }
 
-unsigned Progress::take_in_locked() {
+unsigned Progress::take_in_locked(unsigned max_calls) {
     unsigned n = 0;
-    while (ucp_worker_progress(worker_) != 0) {
+    while (n < max_calls && ucp_worker_progress(worker_) != 0) {
         ++n;
     }
     return n;
@@ -111,11 +111,7 @@ unsigned Progress::progress_locked() {
 }
 
 unsigned Progress::progress_round_locked() {
-    conclude_copies_locked();
-    unsigned n = 0;
-    while (n < kRoundCalls && ucp_worker_progress(worker_) != 0) {
-        ++n;
-    }
+    const unsigned n = conclude_and_take_in_locked(kRoundCalls);
     after_locked();
     take_in_before_copies_locked();  // as a user's progress call does
     return n;

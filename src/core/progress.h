@@ -183,15 +183,16 @@ public:
      *  decides (caller holds worker_mu). Concluded first, their answers
      *  go out ahead of what it takes in, as every progress call orders
      *  them (conclude_copies_locked). */
-    unsigned conclude_and_take_in_locked() {
+    unsigned conclude_and_take_in_locked(unsigned max_calls = ~0u) {
         conclude_copies_locked();
-        return take_in_locked();
+        return take_in_locked(max_calls);
     }
 
 private:
-    /** The worker until it finds nothing more (no conclusion first: see
+    /** The worker until it finds nothing more, or max_calls progress
+     *  calls found something (no conclusion first: see
      *  conclude_and_take_in_locked). */
-    unsigned take_in_locked();
+    unsigned take_in_locked(unsigned max_calls = ~0u);
     static void bump(std::atomic<int64_t> *v, int64_t d) {
         v->store(v->load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
     }

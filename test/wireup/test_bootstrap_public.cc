@@ -118,8 +118,8 @@ enum class Call { kBarrier, kCommCreate };
  *  exits (`late` false) or stays, silent, until rank 0's call has returned
  *  (`late` true: a pipe, not a fixed sleep, since a context create slower
  *  than the sleep on a loaded machine would let rank 0 see a rank that had
- *  left), and rank 0 makes `call`. Rank 0's exit code is code(status) of that call; rank
- *  1's is 0. */
+ *  left), and rank 0 makes `call`. Rank 0's exit code is code(status) of
+ *  that call; rank 1's is 0. */
 std::vector<int> run_job(const std::string &token, Call call, bool late) {
     const uint16_t port = wtest::free_port_block(1);
     int done[2];
