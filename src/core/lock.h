@@ -151,9 +151,15 @@ public:
     uintptr_t biased_thread() const;
     uint32_t bias_after() const { return bias_after_.load(std::memory_order_relaxed); }
 
-    /** The plain lock is held and a thread may sleep waiting for it (its
-     *  unlock wakes one): for a holder about to let go and take it again. */
-    bool waited_on() const { return state_.load(std::memory_order_relaxed) == 2; }
+    /** A thread waits for the lock: in the plain and biased modes, the
+     *  plain lock is held and a thread may sleep on it (its unlock wakes
+     *  one); in the asymmetric mode, asked by the rare side's holder, the
+     *  frequent side is trying (owner_ set: it waits in wait_rare). For a
+     *  holder deciding to let go before it takes the lock again. */
+    bool waited_on() const {
+        if (mode_ == kAsym) return owner_.load(std::memory_order_relaxed);
+        return state_.load(std::memory_order_relaxed) == 2;
+    }
 
     static constexpr int kBiasRecords = 16;
     static constexpr uint32_t kFirstBiasAfter = 64;

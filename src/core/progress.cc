@@ -110,10 +110,23 @@ unsigned Progress::progress_locked() {
     return n;
 }
 
-unsigned Progress::progress_round_locked() {
-    const unsigned n = conclude_and_take_in_locked(kRoundCalls);
+unsigned Progress::progress_round_locked(unsigned max_calls) {
+    const unsigned n = conclude_and_take_in_locked(max_calls);
     after_locked();
     take_in_before_copies_locked();  // as a user's progress call does
+    return n;
+}
+
+unsigned Progress::progress_for_locked(int64_t max_ns) {
+    conclude_copies_locked();
+    const int64_t deadline = now_ns() + max_ns;
+    unsigned n = 0;
+    for (;;) {
+        const unsigned k = take_in_locked(kRoundCalls);
+        n += k;
+        if (k < kRoundCalls || now_ns() >= deadline) break;
+    }
+    after_locked();
     return n;
 }
 
@@ -251,8 +264,24 @@ void Progress::run_backstop() {
             timeout = kActiveMs;
             continue;
         }
-        progress_locked();
+        // Rounds of one progress call (progress_round_locked), one after
+        // another while the worker keeps finding something, until the
+        // application wants the lock back: one drain to the end held it
+        // for as long as a peer streamed (the application's next call
+        // waited up to 124 ms behind a sender of 8-byte messages; with
+        // rounds of 32 calls, 27 ms over tcp, where one call can take in
+        // for 2 ms; docs/PERFORMANCE.md, 2026-12-01). The application,
+        // trying, waits in wait_rare with owner_ set: waited_on() sees it,
+        // without a heavy fence per round.
+        bool more;
+        unsigned rounds = 0;
+        do {
+            more = progress_round_locked(1) != 0;
+            if (++rounds % kRoundCalls == 0) tick_period(now_ns());  // sweeps run
+        } while (more && !worker_mu_.waited_on() && !copies_.due() &&
+                 !stop_.load(std::memory_order_relaxed));
         ++quiet;
+        if (more) quiet = 0;  // still streaming: not settled
         bool busy = false;  // events arrived since the progress call
         CopyJob *copies = copies_.claim_locked();
         if (copies != nullptr) {
@@ -357,7 +386,7 @@ void Progress::run() {
         {
             HelperLock lock(worker_mu_);  // the progress thread's side (core/lock.h)
             posts = posts_.load(std::memory_order_relaxed);
-            n = progress_round_locked();
+            n = progress_round_locked(kRoundCalls);
             copies = copies_.claim_locked();
             waited_on = worker_mu_.waited_on();
         }

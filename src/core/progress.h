@@ -151,9 +151,10 @@ public:
      *  finds nothing more, then the after-progress hooks. */
     unsigned progress_locked();
     /** The progress thread's round: like progress_locked, but at most
-     *  kRoundCalls progress calls, so that its hold of the worker lock
-     *  ends while a peer keeps streaming (the thread then lets a thread
-     *  sleeping on the lock in first). Drained to the end under a sender
+     *  max_calls progress calls (kRoundCalls; the backstop's rounds, one),
+     *  so that its hold of the worker lock ends while a peer keeps
+     *  streaming (the thread then lets a thread sleeping on the lock in
+     *  first). Drained to the end under a sender
      *  of 8-byte messages, one round held the lock for 80 ms: the
      *  application's posts waited that long (the 8 B message rate fell
      *  from ~5 to 1.1-1.5 M msg/s; docs/PERFORMANCE.md, 2026-12-01).
@@ -161,8 +162,15 @@ public:
      *  handed the lock over at every message: 8 B rate with
      *  p2p_comm_wait 4.3 -> 0.9 M msg/s. Returns the progress calls that
      *  found something. */
-    unsigned progress_round_locked();
+    unsigned progress_round_locked(unsigned max_calls);
     static constexpr unsigned kRoundCalls = 32;
+    /** Like progress_locked, but its take-in ends once max_ns passed (the
+     *  clock read every kRoundCalls calls that found something), even
+     *  while the worker still finds more: for a call on the application's
+     *  path that wants what arrived before it, not all that a peer keeps
+     *  sending meanwhile (drained to the end, a receive's first contact
+     *  waited 437 ms behind another rank's stream of 8-byte messages). */
+    unsigned progress_for_locked(int64_t max_ns);
 
     /** Copies made outside the worker lock (core/copy_queue.h). */
     CopyQueue &copies() { return copies_; }

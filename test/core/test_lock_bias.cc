@@ -270,3 +270,31 @@ TEST(MutexWaitedOn, BiasedLockHeldByTheHelperSeesAUserThreadWait) {
     std::thread([&] { lock_n(mu, Mutex::kFirstBiasAfter); }).join();
     expect_waited_on_follows_a_sleeper(mu, /*helper=*/true);
 }
+
+// The serialized backstop (core/progress.cc, run_backstop) ends its rounds
+// when the application tries the lock it holds as the rare side; the
+// application then waits in wait_rare with owner_ set, and waited_on()
+// must say so (no futex: the plain lock's state stays 0 in this mode).
+TEST(MutexWaitedOn, AsymmetricRareHolderSeesTheApplicationTry) {
+    Mutex mu;
+    mu.set_asymmetric();
+    ASSERT_TRUE(mu.try_lock_rare()) << "nobody holds the frequent side";
+    EXPECT_FALSE(mu.waited_on()) << "nobody tries yet";
+    std::atomic<bool> in{false};
+    std::thread t([&] {
+        std::lock_guard<Mutex> g(mu);  // the frequent side: waits for the rare
+        in.store(true);
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!mu.waited_on() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(mu.waited_on()) << "the application's lock() was not seen";
+    EXPECT_FALSE(in.load()) << "the frequent side got in past the rare holder";
+    mu.unlock_rare();
+    t.join();
+    EXPECT_TRUE(in.load());
+    EXPECT_FALSE(mu.waited_on()) << "the frequent side left: nobody tries";
+    EXPECT_TRUE(mu.try_lock_rare()) << "the rare side gets in again";
+    mu.unlock_rare();
+}
