@@ -38,7 +38,15 @@ __attribute__((noinline, cold)) void Comm::take_in_before_connecting() {
     // without connecting (connecting to a process that is gone fails over
     // shared memory, and UCX 1.13 can abort when a tcp connection it is
     // still setting up is refused).
-    ctx_->progress().progress_locked();
+    //
+    // For at most 10 ms: drained to the end, the take-in went on for as
+    // long as another rank streamed to us (437 ms behind 8-byte messages,
+    // docs/PERFORMANCE.md, 2026-12-01). What a gone sender left takes far
+    // less: a shared-memory FIFO holds 256 messages; only megabytes of
+    // small messages in a tcp socket's buffer could take longer, and then
+    // the connection is tried before its goodbye is seen.
+    constexpr int64_t kTakeInNs = 10 * 1000 * 1000;
+    ctx_->progress().progress_for_locked(kTakeInNs);
 }
 
 // Staged device memory (core/staging.h), out of line: host memory's
