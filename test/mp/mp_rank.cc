@@ -164,6 +164,7 @@ int main(int argc, char **argv) {
         {"linger", mp::run_linger},     {"linger-killed", mp::run_linger_killed},
         {"linger-flush", mp::run_linger_flush},
         {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},
+        {"stream-in", mp::run_stream_in},
         {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-auto-order", mp::run_cma_auto_order},
