@@ -165,7 +165,7 @@ public:
     unsigned progress_round_locked(unsigned max_calls);
     static constexpr unsigned kRoundCalls = 32;
     /** Like progress_locked, but its take-in ends once max_ns passed (the
-     *  clock read every kRoundCalls calls that found something), even
+     *  clock read after every progress call that found something), even
      *  while the worker still finds more: for a call on the application's
      *  path that wants what arrived before it, not all that a peer keeps
      *  sending meanwhile (drained to the end, a receive's first contact
