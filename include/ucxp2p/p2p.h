@@ -31,7 +31,9 @@
  *                had it before (those left unreceived are dropped when it
  *                is destroyed)
  *   bits 49..32  source rank (so at most 2^18 = 262144 ranks)
- *   bits 31..0   tensor_id
+ *   bits 31..0   tensor_id plus 64 times a block number (0..15) derived
+ *                from bits 63..32, mod 2^32: spreads the tags of
+ *                different ranks over UCX's tag-matching hash buckets
  *   A receive therefore matches only messages from its peer, with its
  *   tensor_id, on its communicator, whatever order sends and receives are
  *   posted in; messages with equal (peer, tensor_id) match in posting order.

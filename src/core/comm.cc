@@ -136,6 +136,12 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
     c->tag_base_ = comm_tag_base(c->id_, gen);
     c->id_claimed_ = true;
     c->peers_.reset(new Peer[c->size_]);
+    // DATA tags from their value for 0 (tag_with_low): make_tag's offset
+    // (two divisions) once per rank, not per message.
+    for (uint32_t r = 0; r < c->size_; ++r) {
+        c->peers_[r].data_tag0 = make_tag(c->tag_base_, r, 0);
+    }
+    c->send_tag0_ = make_tag(c->tag_base_, c->rank_, 0);
     c->refs_.reset(new PeerRef[c->size_]);  // shared_ptr<T[]>: delete[]
     c->refs_keeper_.reset(new std::shared_ptr<PeerRef[]>());
     c->free_ops_.reserve(kMaxCachedOps);  // free_op runs in UCX callbacks

@@ -147,6 +147,7 @@ public:
 private:
     struct Peer {
         ucp_ep_h ep = nullptr;
+        uint64_t data_tag0 = 0;  // make_tag(tag_base_, its rank, 0): its DATA tags
         // Its endpoint once it said goodbye: kept open (closing it could cut
         // off what it sent last) but no longer handed out, so posts naming
         // it fail (connect_ep sees failed); closed at destroy.
@@ -525,6 +526,7 @@ private:
     uint32_t rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0, id_ = 0;
     uint32_t gen_ = 0;        // id_'s generation (comm_tag_base)
     uint64_t tag_base_ = 0;   // comm_tag_base(id_, gen_)
+    uint64_t send_tag0_ = 0;  // make_tag(tag_base_, rank_, 0): our DATA tags (tag_with_low)
     size_t cma_thresh_ = SIZE_MAX;   // auto: PathChooser::kMinBytes
     size_t mapped_thresh_ = SIZE_MAX;
     size_t split_thresh_ = SIZE_MAX;

@@ -385,7 +385,7 @@ void Comm::post_rts(Op *op, const PostItem &it, ucp_ep_h ep) {
         ctx_->bulk()->offer(op->seq, it.buffer, it.length);
         op->offered = true;
     }
-    ucs_status_t st = send_ctl(ep, make_tag(tag_base_, rank_, it.tensor_id), rts);
+    ucs_status_t st = send_ctl(ep, tag_with_low(send_tag0_, it.tensor_id), rts);
     if (st != UCS_OK) {
         op->rts_status = st;
         op->split = 0;  // nobody got the request: nobody waits for a WDONE

@@ -25,7 +25,7 @@ void bounce(Op *op, void **dst, size_t *len, ucp_request_param_t *prm) {
 
 bool Comm::recv_already_arrived(uint32_t peer, uint32_t tensor_id) {
     ucp_tag_recv_info_t info;
-    return ucp_tag_probe_nb(ctx_->worker(), make_tag(tag_base_, peer, tensor_id),
+    return ucp_tag_probe_nb(ctx_->worker(), tag_with_low(peers_[peer].data_tag0, tensor_id),
                             kFullMask, 0, &info) != nullptr;
 }
 
@@ -120,8 +120,9 @@ bool Comm::recv_now(const PostItem &it, bool *kick) {
     cq_[P2P_QUEUE_RECV].reserve(1);  // likewise room for its completion
     ucp_worker_h worker = ctx_->worker();
     ucp_tag_recv_info_t info;
-    ucp_tag_message_h msg = ucp_tag_probe_nb(worker, make_tag(tag_base_, it.peer, it.tensor_id),
-                                             kFullMask, 1, &info);
+    ucp_tag_message_h msg =
+        ucp_tag_probe_nb(worker, tag_with_low(peers_[it.peer].data_tag0, it.tensor_id),
+                         kFullMask, 1, &info);
     if (msg == nullptr) {
         probe_misses_ += probe_misses_ < kProbeMisses ? 1 : 0;
         return false;
@@ -337,7 +338,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
     op->posting = true;
     if (is_send) {
         prm.cb.send = send_cb;
-        const ucp_tag_t tag = make_tag(tag_base_, rank_, it.tensor_id);
+        const ucp_tag_t tag = tag_with_low(send_tag0_, it.tensor_id);
         // The last send of a PathChooser block through UCX: completes once
         // the receiver has matched it, so the block's time is end to end.
         req = op->chosen != 0
@@ -356,7 +357,7 @@ bool Comm::post_one(bool is_send, const PostItem &it, ucp_ep_h ep) {
             settle_copies_into(dst, len);  // a request may land in dst
         }
         req = ucp_tag_recv_nbx(ctx_->worker(), dst, len,
-                               make_tag(tag_base_, it.peer, it.tensor_id), kFullMask,
+                               tag_with_low(peers_[it.peer].data_tag0, it.tensor_id), kFullMask,
                                &prm);
     }
     op->posting = false;

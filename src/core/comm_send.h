@@ -33,7 +33,7 @@ Comm::send_try(const PostItem &it, ucp_ep_h ep, Op *op, bool accounted, bool *ki
     prm.memh = it.mem->memh;
     op->posting = true;
     ucs_status_ptr_t r = ucp_tag_send_nbx(ep, it.buffer, it.length,
-                                          make_tag(tag_base_, rank_, it.tensor_id), &prm);
+                                          tag_with_low(send_tag0_, it.tensor_id), &prm);
     op->posting = false;
     if (__builtin_expect(!op->done_in_post, 1)) {
         if (r == nullptr) return Tried::kDone;

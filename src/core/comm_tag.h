@@ -1,7 +1,8 @@
 /*
  * A communicator's 64-bit UCP tags (see include/ucxp2p/p2p.h): comm id in
  * bits 63..56, message kind in 55..54, the id's generation in 53..50,
- * source rank in 49..32, tensor_id in 31..0.
+ * source rank in 49..32, tensor_id in 31..0 (offset by a block number
+ * taken from bits 63..32: tag_low).
  */
 #ifndef UCXP2P_CORE_COMM_TAG_H
 #define UCXP2P_CORE_COMM_TAG_H
@@ -67,10 +68,35 @@ inline uint32_t next_comm_gen(const uint8_t *lasts, size_t n) {
     return (last + 1) % kGenCount;  // all 16 in use somewhere: cannot avoid
 }
 
+/** Bits 31..0 of a tag: tensor_id (or a seq) plus 64 times a block number
+ *  chosen from bits 63..32, mod 2^32 (the receiver computes the same, so
+ *  matching is unchanged). Why: UCX 1.13 hashes a tag into 1021 buckets as
+ *  (bits 31..0 mod 1021) XOR (bits 63..32 mod 1021). With the tensor_id
+ *  alone in the low word, adjacent source ranks differ in a few low bits
+ *  of the second term, so the same small tensor ids of two senders shared
+ *  buckets; a receiver probing one sender's messages walked the other's
+ *  unreceived backlog in each bucket (600000 8-byte messages from two
+ *  ranks: 4.6-41 s, 0.35 s without the collisions; docs/PERFORMANCE.md,
+ *  2026-12-01). Block (rank mod 16) XOR (high term / 64) puts tensor ids
+ *  0..63 of 16 consecutive ranks in 16 disjoint 64-bucket blocks.
+ *  Bijective for a given high word: nothing ever decodes the low word. */
+inline uint32_t tag_low(uint32_t high, uint32_t src_rank, uint32_t tensor_id) {
+    const uint32_t block = (src_rank % 16u) ^ ((high % 1021u) >> 6);
+    return tensor_id + 64u * block;
+}
+
 inline uint64_t make_tag(uint64_t base, uint32_t src_rank, uint32_t tensor_id,
                          uint32_t kind = KIND_DATA) {
-    return base | (static_cast<uint64_t>(kind & 3u) << kKindShift) |
-           (static_cast<uint64_t>(src_rank & (kMaxRanks - 1)) << 32) | tensor_id;
+    const uint64_t high = base | (static_cast<uint64_t>(kind & 3u) << kKindShift) |
+                          (static_cast<uint64_t>(src_rank & (kMaxRanks - 1)) << 32);
+    return high | tag_low(static_cast<uint32_t>(high >> 32), src_rank, tensor_id);
+}
+
+/** The tag make_tag gives for value v, from the one it gives for 0 (same
+ *  base, rank and kind): for callers that keep the latter per rank. */
+inline uint64_t tag_with_low(uint64_t tag0, uint32_t v) {
+    return (tag0 & ~static_cast<uint64_t>(0xffffffffu)) |
+           static_cast<uint32_t>(static_cast<uint32_t>(tag0) + v);
 }
 
 inline uint32_t tag_kind(uint64_t tag) {

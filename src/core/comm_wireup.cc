@@ -20,8 +20,9 @@ namespace ucxp2p {
 namespace {
 
 constexpr uint32_t kBlobMagic = 0x55325043;  // "U2PC"
-constexpr uint32_t kBlobVersion = 7;  // 4: the ids' generations; 5: flags;
-                                      // 6: tcp bulk server; 7: requests as DATA
+constexpr uint32_t kBlobVersion = 8;  // 4: the ids' generations; 5: flags;
+                                      // 6: tcp bulk server; 7: requests as DATA;
+                                      // 8: tags' low word offset (tag_low)
 
 /** BlobHeader::flags */
 constexpr uint32_t kIdsContended = 1;  // another create held ids here

@@ -20,10 +20,17 @@ struct Fields {
 };
 
 Fields split(uint64_t tag) {
+    const uint32_t high = static_cast<uint32_t>(tag >> 32);
+    const uint32_t rank = high & (kMaxRanks - 1);
     return {static_cast<uint32_t>(tag >> 56), tag_kind(tag),
-            static_cast<uint32_t>(tag >> kGenShift) & (kGenCount - 1),
-            static_cast<uint32_t>(tag >> 32) & (kMaxRanks - 1),
-            static_cast<uint32_t>(tag)};
+            static_cast<uint32_t>(tag >> kGenShift) & (kGenCount - 1), rank,
+            static_cast<uint32_t>(tag) - tag_low(high, rank, 0)};
+}
+
+/** UCX 1.13's bucket of a tag in its tag-matching hash (ucp/tag/tag_match.inl:
+ *  1021 buckets; the two 32-bit halves, each mod 1021, XORed). */
+size_t ucx_bucket(uint64_t tag) {
+    return (static_cast<uint32_t>(tag) % 1021u) ^ (static_cast<uint32_t>(tag >> 32) % 1021u);
 }
 
 } // namespace
@@ -41,10 +48,65 @@ TEST(Tag, FieldsRoundTripWithoutOverlap) {
         EXPECT_EQ(f.rank, g.rank);
         EXPECT_EQ(f.tensor, g.tensor);
     }
-    // Every bit belongs to exactly one field.
-    uint64_t all = make_tag(comm_tag_base(255, kGenCount - 1), kMaxRanks - 1,
-                            0xffffffffu, 3);
-    EXPECT_EQ(~uint64_t(0), all);
+    // Every bit of the high word belongs to exactly one field.
+    uint64_t all = make_tag(comm_tag_base(255, kGenCount - 1), kMaxRanks - 1, 0, 3);
+    EXPECT_EQ(~uint64_t(0) << 32, all & (~uint64_t(0) << 32));
+}
+
+// The low word is the tensor id plus an offset fixed by the high word: two
+// tensor ids of one sender never share a tag, whatever their values.
+TEST(Tag, LowWordIsOneToOnePerSender) {
+    const uint64_t base = comm_tag_base(17, 3);
+    for (uint32_t rank : {0u, 1u, 15u, 16u, kMaxRanks - 1}) {
+        const uint64_t t0 = make_tag(base, rank, 0);
+        for (uint32_t tid : {1u, 63u, 64u, 1020u, 0x7fffffffu, 0xffffffffu}) {
+            const uint64_t t = make_tag(base, rank, tid);
+            EXPECT_EQ(t0 >> 32, t >> 32);
+            EXPECT_EQ(tid, static_cast<uint32_t>(t - t0)) << "rank " << rank;
+        }
+    }
+}
+
+// The per-rank shortcut the data path takes gives make_tag's tags.
+TEST(Tag, TagWithLowMatchesMakeTag) {
+    for (uint32_t id : {0u, 5u, 255u}) {
+        for (uint32_t rank : {0u, 1u, 2u, 17u, kMaxRanks - 1}) {
+            for (uint32_t kind : {0u, 2u, 3u}) {
+                const uint64_t base = comm_tag_base(id, 9);
+                const uint64_t t0 = make_tag(base, rank, 0, kind);
+                for (uint32_t v : {0u, 1u, 64u, 999u, 0x80000000u, 0xffffffffu}) {
+                    EXPECT_EQ(make_tag(base, rank, v, kind), tag_with_low(t0, v))
+                        << id << " " << rank << " " << kind << " " << v;
+                }
+            }
+        }
+    }
+}
+
+// Why the offset: tensor ids 0..63 of ranks 0..7 land in 512 different
+// buckets of UCX's tag hash for every communicator id and generation (the
+// tensor id alone in the low word put ranks 1 and 2 in the same buckets:
+// a receive probing one sender walked the other's backlog).
+TEST(Tag, SmallTensorIdsOfEightRanksShareNoUcxBucket) {
+    size_t plain_shared = 0;
+    for (uint32_t id = 0; id < 256; ++id) {
+        for (uint32_t gen = 0; gen < kGenCount; ++gen) {
+            const uint64_t base = comm_tag_base(id, gen);
+            std::vector<int> load(1024, 0), plain(1024, 0);
+            for (uint32_t rank = 0; rank < 8; ++rank) {
+                for (uint32_t tid = 0; tid < 64; ++tid) {
+                    const size_t b = ucx_bucket(make_tag(base, rank, tid));
+                    ASSERT_LT(b, load.size());
+                    ASSERT_EQ(0, load[b]++) << "comm " << id << " gen " << gen
+                                            << ": rank " << rank << " tensor " << tid
+                                            << " shares a bucket";
+                    const uint64_t unmixed = base | (uint64_t(rank) << 32) | tid;
+                    if (plain[ucx_bucket(unmixed)]++ != 0) ++plain_shared;
+                }
+            }
+        }
+    }
+    EXPECT_GT(plain_shared, 0u) << "the unmixed layout was expected to collide";
 }
 
 TEST(Tag, UserMasksTellGenerationsApart) {
