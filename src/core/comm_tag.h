@@ -76,10 +76,13 @@ inline uint32_t next_comm_gen(const uint8_t *lasts, size_t n) {
  *  of the second term, so the same small tensor ids of two senders shared
  *  buckets; a receiver probing one sender's messages walked the other's
  *  unreceived backlog in each bucket (600000 8-byte messages from two
- *  ranks: 4.6-41 s, 0.35 s without the collisions; docs/PERFORMANCE.md,
- *  2026-12-01). Block (rank mod 16) XOR (high term / 64) puts tensor ids
- *  0..63 of 16 consecutive ranks in 16 disjoint 64-bucket blocks.
- *  Bijective for a given high word: nothing ever decodes the low word. */
+ *  ranks: 4.6-41 s; 0.16-0.18 s with this offset; docs/PERFORMANCE.md,
+ *  2026-12-01). With block (rank mod 16) XOR (high term / 64), the XOR
+ *  cancels the high term's bits 9..6: a tensor id below 64 lands in a
+ *  bucket whose bits 9..6 are (rank mod 16), so those of 16 consecutive
+ *  ranks never meet (but for ids 61..63 of the rank whose block is 15,
+ *  which wrap past 1020; core_test Tag.* checks ranks 0..7). Bijective for
+ *  a given high word: nothing ever decodes the low word. */
 inline uint32_t tag_low(uint32_t high, uint32_t src_rank, uint32_t tensor_id) {
     const uint32_t block = (src_rank % 16u) ^ ((high % 1021u) >> 6);
     return tensor_id + 64u * block;

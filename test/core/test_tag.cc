@@ -109,6 +109,26 @@ TEST(Tag, SmallTensorIdsOfEightRanksShareNoUcxBucket) {
     EXPECT_GT(plain_shared, 0u) << "the unmixed layout was expected to collide";
 }
 
+// And any 16 consecutive ranks, tensor ids 0..60 (comm_tag.h, tag_low: ids
+// 61..63 of the rank whose block is 15 wrap past bucket 1020).
+TEST(Tag, SixteenConsecutiveRanksShareNoUcxBucket) {
+    for (uint32_t id = 0; id < 256; id += 5) {
+        for (uint32_t gen = 0; gen < kGenCount; ++gen) {
+            const uint64_t base = comm_tag_base(id, gen);
+            for (uint32_t first : {0u, 7u, 100u, 4093u, kMaxRanks - 16}) {
+                std::vector<int> load(1024, 0);
+                for (uint32_t rank = first; rank < first + 16; ++rank) {
+                    for (uint32_t tid = 0; tid <= 60; ++tid) {
+                        ASSERT_EQ(0, load[ucx_bucket(make_tag(base, rank, tid))]++)
+                            << "comm " << id << " gen " << gen << " rank " << rank
+                            << " tensor " << tid;
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(Tag, UserMasksTellGenerationsApart) {
     uint64_t a = make_tag(comm_tag_base(3, 1), 9, 77);
     uint64_t b = make_tag(comm_tag_base(3, 2), 9, 77);
