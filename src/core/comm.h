@@ -12,6 +12,7 @@
 #define UCXP2P_CORE_COMM_H
 
 #include "core/cma.h"
+#include "core/comm_peer.h"
 #include "core/comm_tag.h"
 #include "core/context.h"
 #include "core/copy_queue.h"
@@ -145,45 +146,7 @@ public:
     };
 
 private:
-    struct Peer {
-        ucp_ep_h ep = nullptr;
-        uint64_t data_tag0 = 0;  // make_tag(tag_base_, its rank, 0): its DATA tags
-        // Its endpoint once it said goodbye: kept open (closing it could cut
-        // off what it sent last) but no longer handed out, so posts naming
-        // it fail (connect_ep sees failed); closed at destroy.
-        ucp_ep_h parked_ep = nullptr;
-        bool failed = false;    // no new operations: dead, unreachable or left
-        // failed, for a split send's write outside the worker lock: a peer
-        // that left or failed wants nothing written into its memory now.
-        std::atomic<bool> gone{false};
-        bool ep_error = false;  // UCX reported its endpoint failed
-        bool cma = false;       // same host or tcp bulk: single copy possible
-        bool tcp = false;       // ... with the payload read over tcp (bulk)
-        bool cma_off = false;   // the peer answered FALLBACK once
-        bool cma_refused = false;  // we could not read the peer once
-        bool cma_write_off = false;  // we could not write the peer once
-        bool left = false;      // said goodbye (shut down): see on_peer_left
-        bool watcher = false;   // said hello: see on_peer_hello
-        bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
-        bool peer_closed = false;  // its closing note came: ours need not linger
-        bool map_refused = false;  // its regions cannot be mapped here
-        // When its failure was last handled (or a receive of a message it
-        // sent before dying was posted since): abandon_stuck's clock. 0: none.
-        int64_t dead_since_ns = 0;
-        uint8_t shut_ops = 0;   // shutdown's scratch: which ops name it
-        uint32_t pid = 0;
-        bool pid_visible = false;  // pid names its process here (same_pid_space)
-        int32_t epoch_fd = -1;  // its epoch table (cma::Identity)
-        uint64_t epoch_ino = 0;
-        shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
-                                // (pinned by copies reading them unlocked)
-        // P2P_CMA_THRESH=auto and single copy possible: the path per size.
-        std::unique_ptr<PathChooser> chooser;
-        // tcp: reads its payloads (core/tcp_bulk.h); set at create, used
-        // by copies outside the worker lock, which shutdown waits for.
-        std::unique_ptr<tcpb::Client> bulk;
-        std::atomic<bool> bulk_failed{false};  // a read failed: no more (Comm::pull)
-    };
+    using Peer = CommPeer;  // core/comm_peer.h
 
     Comm() = default;
     /** The endpoint to a peer, connected on first use. Worker lock held.

@@ -230,6 +230,14 @@ TEST(BiasedMutex, ManyThreadsSettleOnThePlainLock) {
 
 namespace {
 
+/** Polls waited_on() until it says true, at most 20 s. */
+void await_waited_on(const Mutex &mu) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!mu.waited_on() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 // Holds mu on this thread (as the helper when helper is set), starts a
 // thread that locks it, and checks what waited_on() says before the thread
 // comes, while it sleeps on the lock, and once it got in and left.
@@ -242,10 +250,7 @@ void expect_waited_on_follows_a_sleeper(Mutex &mu, bool helper) {
         in.store(true);
     });
     // It sleeps on the futex once it found the lock held: state 2.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!mu.waited_on() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    await_waited_on(mu);
     EXPECT_TRUE(mu.waited_on()) << "a thread blocked in lock() was not seen";
     EXPECT_FALSE(in.load()) << "the thread got in while the lock was held";
     mu.unlock();
@@ -285,10 +290,7 @@ TEST(MutexWaitedOn, AsymmetricRareHolderSeesTheApplicationTry) {
         std::lock_guard<Mutex> g(mu);  // the frequent side: waits for the rare
         in.store(true);
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!mu.waited_on() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    await_waited_on(mu);
     EXPECT_TRUE(mu.waited_on()) << "the application's lock() was not seen";
     EXPECT_FALSE(in.load()) << "the frequent side got in past the rare holder";
     mu.unlock_rare();
