@@ -180,18 +180,27 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
         c->cq_[0].disable_lock();  // one call at a time (p2p_thread_mode_t)
         c->cq_[1].disable_lock();
     }
-    // P2P_CMA_THRESH=auto: a chooser per same-host peer (Peer::chooser).
+    // P2P_CMA_THRESH=auto, P2P_TCP_BULK_THRESH=auto: a chooser per peer
+    // the rendezvous serves (Peer::chooser), with its kind's band.
     const bool automatic = cma::threshold_auto();
+    const bool tcp_auto = tcpb::threshold_auto();
     c->cma_thresh_ = automatic ? PathChooser::kMinBytes : cma::threshold();
     c->mapped_thresh_ = cma::mapped_threshold();
     c->split_thresh_ = cma::split_threshold();
-    c->tcp_thresh_ = tcpb::threshold();
-    for (uint32_t r = 0; automatic && r < c->size_; ++r) {
-        if (c->peers_[r].cma && !c->peers_[r].tcp) c->peers_[r].chooser.reset(new PathChooser());
+    c->tcp_thresh_ = tcp_auto ? size_t(1) << PathChooser::kTcpBand.min_shift
+                              : tcpb::threshold();
+    for (uint32_t r = 0; r < c->size_; ++r) {
+        Peer &p = c->peers_[r];
+        if (!p.cma) continue;
+        if (p.tcp ? tcp_auto : automatic) {
+            p.chooser.reset(new PathChooser(p.tcp ? PathChooser::kTcpBand
+                                                  : PathChooser::kSameHostBand));
+        }
     }
     if (ntcp > 0) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: payloads of %zu bytes or more to %u peers "
-                "read over tcp, %u connections each", c->id_, c->tcp_thresh_, ntcp,
+                "read over tcp%s, %u connections each", c->id_, c->tcp_thresh_, ntcp,
+                tcp_auto ? " while faster than ucx (measured per size)" : "",
                 tcpb::lanes());
     }
     if (ncma > 0 && automatic) {

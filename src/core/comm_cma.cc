@@ -550,21 +550,26 @@ void Comm::repost_push(Op *op) {
 void Comm::log_probe(uint32_t peer, size_t len, PathChooser::Path path) const {
     P2P_LOG(P2P_LOG_DEBUG, "comm %u: measuring %s for sends to rank %u of %zu bytes "
             "and their size class", id_,
-            path == PathChooser::kSingleCopy ? "single copy" : "ucx", peer, len);
+            path == PathChooser::kUcx ? "ucx"
+            : peers_[peer].tcp        ? "tcp bulk" : "single copy",
+            peer, len);
 }
 
 void Comm::report_choice(const Op *op, bool ok) {
     PathChooser *ch = peers_[op->entry.peer].chooser.get();
     const auto path = static_cast<PathChooser::Path>(op->chosen - 1);
     double from = 0, to = 0;
-    if (ch != nullptr && ch->done(op->length, path, op->block_start_ns, op->block_bytes,
-                                  now_ns(), ok, &from, &to)) {
+    bool probed = false;
+    if (ch == nullptr) return;
+    const bool switched = ch->done(op->length, path, op->block_start_ns, op->block_bytes,
+                                   now_ns(), ok, &from, &to, &probed);
+    if (probed) {
+        const bool single = ch->in_use(op->length) == PathChooser::kSingleCopy;
+        const char *by = peers_[op->entry.peer].tcp ? "by tcp bulk" : "by single copy";
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: sends to rank %u of %zu bytes and their "
-                "size class now go %s (%.2f GB/s against %.2f)", id_,
-                op->entry.peer, op->length,
-                ch->in_use(op->length) == PathChooser::kSingleCopy
-                    ? "by single copy" : "through ucx",
-                to, from);
+                "size class %s %s (%.2f GB/s against %.2f)", id_, op->entry.peer,
+                op->length, switched ? "now go" : "still go", single ? by : "through ucx",
+                switched ? to : from, switched ? from : to);
     }
 }
 

@@ -177,9 +177,12 @@ const ConfigVar kTable[] = {
      "serve. auto and on are off where UCX moves CUDA memory (the path "
      "reads with the CPU). off: UCX moves every byte. Both ranks must want "
      "it; a failed connection falls back to UCX."},
-    {"P2P_TCP_BULK_THRESH", "262144",
+    {"P2P_TCP_BULK_THRESH", "auto",
      "Smallest message, in bytes, sent on the P2P_TCP_BULK path (at least "
-     "80, the size of its request)."},
+     "80, the size of its request). auto: below 256 KiB UCX; from 256 KiB "
+     "the sender measures both paths per peer and size class and uses the "
+     "faster, trying the other now and then (which one wins depends on the "
+     "machine and its load), starting with P2P_TCP_BULK."},
     {"P2P_TCP_BULK_LANES", "2",
      "Connections a P2P_TCP_BULK message is split over at most (1-16), in "
      "parts of at least 2 MiB: one connection is bound by one core's copy, "

@@ -4,12 +4,25 @@
 #include "core/path_choice.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace ucxp2p {
 
-int PathChooser::class_of(size_t len) {
+PathChooser::PathChooser(const Band &band)
+    : min_shift_(band.min_shift),
+      nclasses_(std::max(1, std::min(band.classes, kMaxClasses))),
+      min_bytes_(size_t(1) << band.min_shift),
+      max_bytes_(band.open_top ? SIZE_MAX : size_t(1) << (band.min_shift + nclasses_)),
+      span_bytes_(static_cast<double>(band.span_bytes)),
+      warm_spans_(band.warm_spans) {
+    for (Class &c : classes_) {
+        c.use = c.bpath = band.initial;
+    }
+}
+
+int PathChooser::class_of(size_t len) const {
     int c = 0;
-    while (c + 1 < kClasses && len >= (size_t(1) << (kMinShift + c + 1))) {
+    while (c + 1 < nclasses_ && len >= (size_t(1) << (min_shift_ + c + 1))) {
         ++c;
     }
     return c;
@@ -27,8 +40,8 @@ void PathChooser::give_up_probe(Class &c) {
 }
 
 PathChooser::Pick PathChooser::pick(size_t len, int64_t now_ns) {
-    if (len < kMinBytes) return {kUcx, false, 0, 0, false};
-    if (len >= kMaxBytes) return {kSingleCopy, false, 0, 0, false};
+    if (len < min_bytes_) return {kUcx, false, 0, 0, false};
+    if (len >= max_bytes_) return {kSingleCopy, false, 0, 0, false};
     Class &c = classes_[class_of(len)];
     bool starts_probe = false;
     if (c.bsends == 0) {  // a block starts: its path
@@ -62,9 +75,9 @@ bool PathChooser::decide(Class &c, double *from_rate, double *to_rate) {
     c.probe = false;
     const double cur = c.rate[c.use];
     const bool faster = cur > 0 && c.rate[o] > cur * kSwitchMargin;
+    if (from_rate != nullptr) *from_rate = cur;
+    if (to_rate != nullptr) *to_rate = c.rate[o];
     if (faster) {
-        if (from_rate != nullptr) *from_rate = cur;
-        if (to_rate != nullptr) *to_rate = c.rate[o];
         c.use = o;
         c.interval = kMinInterval;
     } else {
@@ -86,7 +99,7 @@ bool PathChooser::measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes
     }
     const bool new_burst = now_ns - sp.last_end_ns > kBurstNs;
     bool complete = false;
-    if (new_burst && sp.bytes >= static_cast<double>(kSpanBytes)) {
+    if (new_burst && sp.bytes >= span_bytes_) {
         // The span ends with the burst before this end.
         const double ns = static_cast<double>(sp.last_end_ns - sp.start_ns) - sp.idle_ns;
         if (ns > 0) {
@@ -112,11 +125,16 @@ bool PathChooser::measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes
 
 bool PathChooser::done(size_t len, Path path, int64_t block_start_ns,
                        uint64_t block_bytes, int64_t now_ns, bool ok,
-                       double *from_rate, double *to_rate) {
+                       double *from_rate, double *to_rate, bool *probed) {
+    if (probed != nullptr) *probed = false;
     if (!adaptive(len)) return false;
     Class &c = classes_[class_of(len)];
     double r = 0;
     if (!measure(c.span[path], block_start_ns, block_bytes, now_ns, ok, &r)) {
+        return false;
+    }
+    if (c.spans[path] < warm_spans_) {
+        ++c.spans[path];  // warm-up: the next span counts
         return false;
     }
     if (path == c.use) {
@@ -125,12 +143,13 @@ bool PathChooser::done(size_t len, Path path, int64_t block_start_ns,
     }
     if (!c.probe) return false;  // a late span of a probe given up
     c.rate[path] = r;            // fresh, not averaged with an old probe's
+    if (probed != nullptr) *probed = true;
     return decide(c, from_rate, to_rate);
 }
 
 PathChooser::Path PathChooser::in_use(size_t len) const {
-    if (len < kMinBytes) return kUcx;
-    if (len >= kMaxBytes) return kSingleCopy;
+    if (len < min_bytes_) return kUcx;
+    if (len >= max_bytes_) return kSingleCopy;
     return classes_[class_of(len)].use;
 }
 

@@ -1,7 +1,9 @@
 /*
- * Which way a same-host send from an application buffer goes, per size,
- * from the rates the sender measures (P2P_CMA_THRESH=auto, the default).
- * One chooser per same-host peer of a communicator.
+ * Which way a send from an application buffer goes, per size, from the
+ * rates the sender measures: UCX or our single-copy rendezvous. One chooser
+ * per peer of a communicator that the rendezvous serves, with the band of
+ * sizes for its kind of peer (Band): same-host peers (P2P_CMA_THRESH=auto,
+ * the default) and peers reached over tcp (P2P_TCP_BULK_THRESH=auto).
  *
  * Two paths move such a message: UCX's shared memory (two copies, the
  * sender's into a FIFO and the receiver's out of it, pipelined over both
@@ -17,6 +19,14 @@
  * (the earlier fixed default) and switches when single copy measures
  * faster, and back.
  *
+ * Over tcp (kTcpBand) the two paths are UCX's tcp rendezvous and the
+ * receiver reading from our own sockets (core/tcp_bulk.h). Which is faster
+ * from 256 KiB on also moved with the machine's state: on the benchmark VM
+ * the sockets were 1.1-1.3x faster at 512 KiB and 4 MiB in one phase and
+ * 0.85-0.9x in another (docs/PERFORMANCE.md). Below 256 KiB UCX always
+ * moves the message; every class from 256 KiB starts with the sockets (the
+ * earlier fixed default) and the last class takes every larger size.
+ *
  * The measure: the sends of a class go in blocks, all on one path, each of
  * at least kBlockBytes and kMinBlockSends. The last send of a block is
  * confirmed by the receiver: a single-copy send completes on the receiver's
@@ -26,7 +36,7 @@
  * which flatters UCX by what still sits in the FIFO).
  *
  * A rate is the bytes of the blocks that ended in a span of at least
- * kSpanBytes over the span's time, per path. Block ends are seen when the
+ * the band's span_bytes over the span's time, per path. Block ends are seen when the
  * sender gets round to them, often many in one progress call (a window
  * posted whole, then polled): a span therefore starts and ends at the last
  * end of such a burst (ends within kBurstNs of each other), and the blocks
@@ -60,11 +70,31 @@ class PathChooser {
 public:
     enum Path : uint8_t { kUcx = 0, kSingleCopy = 1 };
 
+    /** The sizes a chooser decides: power-of-two classes from
+     *  2^min_shift bytes; smaller sizes go through UCX. */
+    struct Band {
+        int min_shift;
+        int classes;      // 1..kMaxClasses
+        bool open_top;    // the last class takes every larger size; else
+                          // larger sizes always go single copy
+        Path initial;     // every class's path until a probe says otherwise
+        uint64_t span_bytes;  // a rate's bytes at least (see above)
+        uint8_t warm_spans;   // a path's first spans in a class not taken
+    };
+    static constexpr int kMaxClasses = 16;
+    /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. */
+    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 0};
+    /** Peers over tcp: 256 KiB .. 32 MiB and up, our sockets first; spans
+     *  of 10-20 ms (a tcp stream's rate wanders more over a few ms), and a
+     *  path's first span in a class is its warm-up (connections, buffer
+     *  pools and pages touched first): 0.6-0.9x of its later rate. */
+    static constexpr Band kTcpBand = {18, 8, true, kSingleCopy, uint64_t(64) << 20, 1};
+
+    /** The same-host band's limits. */
     static constexpr size_t kMinBytes = size_t(16) << 10;
     static constexpr size_t kMaxBytes = size_t(256) << 10;
     static constexpr uint64_t kBlockBytes = uint64_t(1) << 20;
     static constexpr uint32_t kMinBlockSends = 8;
-    static constexpr uint64_t kSpanBytes = uint64_t(4) << 20;
     static constexpr int64_t kBurstNs = 5000;
     static constexpr uint32_t kMinInterval = 512;   // sends between probes
     static constexpr uint32_t kMaxInterval = 65536;
@@ -72,8 +102,12 @@ public:
     static constexpr uint32_t kMaxProbeSends = 1024;
     static constexpr double kSwitchMargin = 1.10;
 
-    /** len is chosen per send (kMinBytes <= len < kMaxBytes). */
-    static bool adaptive(size_t len) { return len >= kMinBytes && len < kMaxBytes; }
+    explicit PathChooser(const Band &band = kSameHostBand);
+
+    /** The smallest size the band decides. */
+    size_t min_bytes() const { return min_bytes_; }
+    /** len is chosen per send (in the band). */
+    bool adaptive(size_t len) const { return len >= min_bytes_ && len < max_bytes_; }
     /** Sends in a block of sends of len bytes each. */
     static uint32_t block_sends(size_t len);
 
@@ -88,16 +122,17 @@ public:
         bool starts_probe;     // this send begins a probe of path (for a log)
     };
     /** The path of a send of len bytes posted at now_ns (sizes outside the
-     *  band: their fixed path, never ending a block). */
+     *  band: UCX below it, single copy above it, never ending a block). */
     Pick pick(size_t len, int64_t now_ns);
 
     /** The send that ended a block (pick's ends_block) ended at now_ns; ok:
-     *  it moved its bytes. True when this changed the class's path in use
-     *  (*from_rate, *to_rate: the two rates compared, bytes per ns), for the
-     *  caller's log. */
+     *  it moved its bytes. True when this changed the class's path in use.
+     *  When it closed a probe (*probed, switched or not): *from_rate, the
+     *  rate of the path in use before, *to_rate, the probed path's, bytes
+     *  per ns; for the caller's log. */
     bool done(size_t len, Path path, int64_t block_start_ns, uint64_t block_bytes,
               int64_t now_ns, bool ok, double *from_rate = nullptr,
-              double *to_rate = nullptr);
+              double *to_rate = nullptr, bool *probed = nullptr);
 
     /** The path a class uses outside its probes (fixed sizes: their path). */
     Path in_use(size_t len) const;
@@ -108,10 +143,9 @@ public:
     double rate(size_t len, Path path) const;
 
 private:
-    static constexpr int kMinShift = 14;
-    static constexpr int kClasses = 18 - kMinShift;  // 16 KiB .. 128 KiB
-    static_assert((size_t(1) << kMinShift) == kMinBytes, "first class");
-    static_assert((size_t(1) << (kMinShift + kClasses)) == kMaxBytes, "last class");
+    static_assert((size_t(1) << kSameHostBand.min_shift) == kMinBytes, "first class");
+    static_assert((size_t(1) << (kSameHostBand.min_shift + kSameHostBand.classes)) == kMaxBytes,
+                  "last class");
 
     struct Span {
         int64_t start_ns = INT64_MIN;     // INT64_MIN: no end seen yet
@@ -134,18 +168,25 @@ private:
         // Measures.
         Span span[2];
         double rate[2] = {0, 0};     // bytes per ns, 0: unknown
+        uint8_t spans[2] = {0, 0};   // complete spans, up to warm_spans
     };
 
-    static int class_of(size_t len);
+    int class_of(size_t len) const;
     static Path other(Path p) { return p == kUcx ? kSingleCopy : kUcx; }
     /** Close the probe of c: switch or not; true when it switched. */
     static bool decide(Class &c, double *from_rate, double *to_rate);
     static void give_up_probe(Class &c);
     /** Add a block's end to sp; true with *rate when a span is complete. */
-    static bool measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes,
+    bool measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes,
                         int64_t now_ns, bool ok, double *rate);
 
-    Class classes_[kClasses];
+    int min_shift_;
+    int nclasses_;
+    size_t min_bytes_;
+    size_t max_bytes_;   // SIZE_MAX: an open top
+    double span_bytes_;
+    uint8_t warm_spans_;
+    Class classes_[kMaxClasses];
 };
 
 } // namespace ucxp2p

@@ -68,8 +68,10 @@ p2p_status_t check_settings() {
         return P2P_ERR_INVALID_PARAM;
     }
     uint64_t v = 0;  // each call logs what is wrong
-    p2p_status_t st = config_get_u64("P2P_TCP_BULK_THRESH", UINT64_MAX, &v,
-                                     sizeof(cma::Rts));
+    p2p_status_t st = config_is(config_get("P2P_TCP_BULK_THRESH"), "auto")
+                          ? P2P_OK
+                          : config_get_u64("P2P_TCP_BULK_THRESH", UINT64_MAX, &v,
+                                           sizeof(cma::Rts), "auto");
     if (st == P2P_OK) st = config_get_u64("P2P_TCP_BULK_LANES", kMaxLanes, &v, 1);
     if (st == P2P_OK) st = config_get_u64("P2P_TCP_BULK_SPIN_US", kMaxSpinUs, &v);
     return st;
@@ -99,8 +101,14 @@ uint32_t scope() {
     return sc;
 }
 
+bool threshold_auto() {
+    static const bool automatic = config_is(config_get("P2P_TCP_BULK_THRESH"), "auto");
+    return automatic;
+}
+
 size_t threshold() {
-    static const size_t t = static_cast<size_t>(
+    // auto or malformed: the fixed default of the releases before auto.
+    static const size_t t = threshold_auto() ? 262144 : static_cast<size_t>(
         u64_or("P2P_TCP_BULK_THRESH", UINT64_MAX, sizeof(cma::Rts), 262144));
     return t;
 }

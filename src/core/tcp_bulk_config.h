@@ -29,7 +29,12 @@ p2p_status_t check_settings();
 constexpr uint32_t kSameHost = 1, kOtherHosts = 2;
 uint32_t scope();
 
-/** Smallest message sent on the tcp path (P2P_TCP_BULK_THRESH, read once). */
+/** P2P_TCP_BULK_THRESH is auto (the default, read once): from 256 KiB the
+ *  sender measures both paths per size class (core/path_choice.h). */
+bool threshold_auto();
+
+/** Smallest message sent on the tcp path when P2P_TCP_BULK_THRESH is a
+ *  number (read once); 262144 when it is auto. */
 size_t threshold();
 
 /** Connections one message is split over (P2P_TCP_BULK_LANES, read once). */

@@ -207,6 +207,7 @@ TEST(ApiContext, BadEnvironmentValues) {
         {"P2P_CMA_THRESH", "256k"},   {"P2P_CMA_THRESH", ""},
         {"P2P_CMA_MAPPED_THRESH", "-1"}, {"P2P_CMA_SPLIT", "x"},
         {"P2P_TCP_BULK", "of"},       {"P2P_TCP_BULK_THRESH", "79"},
+        {"P2P_TCP_BULK_THRESH", "autox"}, {"P2P_TCP_BULK_THRESH", ""},
         {"P2P_TCP_BULK_LANES", "0"},  {"P2P_TCP_BULK_LANES", "17"},
         {"P2P_TCP_BULK_SPIN_US", "x"}, {"P2P_TCP_BULK_SPIN_US", "100001"}};
     for (const auto &kv : bad) {
@@ -226,6 +227,7 @@ TEST(ApiContext, KeywordValuesAreReadWithoutRegardToCase) {
         {"P2P_LOCK_BIAS", "OFF"},    {"P2P_CLOSE_HANDSHAKE", "On"},
         {"P2P_CUDA_STAGING", "ON"},  {"P2P_CMA", "OFF"},
         {"P2P_CMA", "Auto"},         {"P2P_CMA_THRESH", "AUTO"},
+        {"P2P_TCP_BULK_THRESH", "Auto"},
         {"P2P_PROGRESS", "EVENT"},   {"P2P_THREAD_MODE", "Serialized"}};
     for (const auto &kv : upper) {
         EnvGuard g(kv.first, kv.second);

@@ -31,13 +31,15 @@
  *       the send has ended P2P_ERR_CANCELED and the receive
  *       P2P_ERR_TIMEOUT, its buffer still registered (P2P_ERR_BUSY) until
  *       rank 0, resumed, reports its half.
- *   cma-auto-order  rank 0 streams 64 KiB messages, all with one tensor
- *       id, to rank 1 (P2P_CMA_THRESH=auto: the sender measures UCX, then
- *       probes single copy, and may switch between them mid-stream); every
- *       message must arrive intact and in posting order. `unreceived`:
- *       then rank 0 posts sends rank 1 never receives and shuts down: each
- *       must complete once (OK or P2P_ERR_CANCELED), the synchronous ones
- *       the choice makes included.
+ *   cma-auto-order [unreceived] [SIZE]  rank 0 streams SIZE-byte (64 KiB)
+ *       messages, all with one tensor id, to rank 1 (P2P_CMA_THRESH=auto:
+ *       the sender measures UCX, then probes single copy, and may switch
+ *       between them mid-stream; over tcp, P2P_TCP_BULK_THRESH=auto from
+ *       256 KiB: the tcp path first, then UCX probed); every message must
+ *       arrive intact and in posting order. `unreceived`: then rank 0 posts
+ *       sends rank 1 never receives and shuts down: each must complete once
+ *       (OK or P2P_ERR_CANCELED), the synchronous ones the choice makes
+ *       included.
  *   cma-map-free [n [want]]  rank 0 sends n (16) messages, each from its own
  *       p2p_mem_alloc region, freed once the send completed and before the
  *       next is allocated; rank 1 reads them through its mapping of each
@@ -349,10 +351,12 @@ void run_cma_split_wait(int argc, char **argv) {
 
 void run_cma_auto_order(int argc, char **argv) {
     const bool unreceived = argc > 0 && std::strcmp(argv[0], "unreceived") == 0;
+    const int at = unreceived ? 1 : 0;
+    const size_t kLen = argc > at ? std::strtoull(argv[at], nullptr, 10) : size_t(64) << 10;
     Rank r;
     set_identity(static_cast<int>(r.rank()), "cma-auto-order");
     MP_CHECK(r.size() == 2, "cma-auto-order needs 2 ranks");
-    constexpr size_t kLen = size_t(64) << 10;
+    MP_CHECK(kLen >= 16, "cma-auto-order: SIZE below 16");
     constexpr uint32_t kWindow = 32, kMessages = 1024, kTid = 7;
     RegBuf buf(r.ctx(), kLen * kWindow, 0);
     std::vector<Xfer> window;

@@ -30,6 +30,34 @@ TEST_P(MpTest, SoakOverTcpBulk3Ranks) {
     EXPECT_GE(count(out, "connection from"), 3u) << out;
 }
 
+// P2P_TCP_BULK_THRESH=auto (the default): a stream of 512 KiB messages on
+// one tensor id starts on the tcp path, then the sender times a run of
+// them through UCX (and may switch); the receiver checks every message and
+// their order, and the sender's log says it decided.
+TEST_P(MpTest, TcpBulkAutoChoiceKeepsOrder2Ranks) {
+    if (!is_tcp(GetParam())) GTEST_SKIP() << "the tcp path is for UCX_TLS=tcp";
+    RunSpec s;
+    s.args = {"cma-auto-order", "524288"};
+    s.env = {"P2P_LOG_LEVEL=debug"};
+    const std::string out = expect_pass(s, "cma-auto-order ok");
+    EXPECT_EQ(2u, count(out, "while faster than ucx (measured per size)")) << out;
+    EXPECT_GE(count(out, "measuring ucx for sends to rank 1 of 524288 bytes"), 1u) << out;
+    EXPECT_GE(count(out, "sends to rank 1 of 524288 bytes and their size class still go") +
+                  count(out, "sends to rank 1 of 524288 bytes and their size class now go"),
+              1u)
+        << out;
+}
+
+// And sends nobody receives, then the sender's shutdown: each completes
+// once, whichever path the choice had them take.
+TEST_P(MpTest, TcpBulkAutoChoiceUnreceivedSendsEndAtShutdown2Ranks) {
+    if (!is_tcp(GetParam())) GTEST_SKIP() << "the tcp path is for UCX_TLS=tcp";
+    RunSpec s;
+    s.args = {"cma-auto-order", "unreceived", "524288"};
+    const std::string out = expect_pass(s, "cma-auto-order ok");
+    EXPECT_NE(std::string::npos, out.find("unreceived sends cancelled")) << out;
+}
+
 // The shm runs never use it (UCX moves same-host bytes through shared
 // memory there), and P2P_TCP_BULK=off turns it off over tcp.
 TEST_P(MpTest, NoTcpBulkWhereUcxUsesSharedMemoryOrWhenOff2Ranks) {
