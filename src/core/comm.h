@@ -231,8 +231,9 @@ private:
                              : it.mem->shm_fd >= 0 ? mapped_thresh_ : cma_thresh_);
     }
     /** Whether the send of op goes single copy; for a size chosen at run
-     *  time (P2P_CMA_THRESH=auto, P2P_TCP_BULK_THRESH=auto) the chooser picks, and op is marked for
-     *  finish() to report back. Once per send. Worker lock held. */
+     *  time (P2P_CMA_THRESH=auto, P2P_TCP_BULK_THRESH=auto) the chooser
+     *  picks, and op is marked for finish() to report back. Once per send.
+     *  Worker lock held. */
     bool wants_single_copy(Op *op, const Peer &p, const PostItem &it) {
         if (!may_single_copy(p, it)) return false;
         // p2p_mem_alloc memory goes to a same-host peer through its mapping

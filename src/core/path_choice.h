@@ -23,7 +23,7 @@
  * receiver reading from our own sockets (core/tcp_bulk.h). Which is faster
  * from 256 KiB on also moved with the machine's state: on the benchmark VM
  * the sockets were 1.1-1.3x faster at 512 KiB and 4 MiB in one phase and
- * 0.85-0.9x in another (docs/PERFORMANCE.md). Below 256 KiB UCX always
+ * 0.66-0.9x at 256 KiB - 4 MiB in another (docs/PERFORMANCE.md, 12-01). Below 256 KiB UCX always
  * moves the message; every class from 256 KiB starts with the sockets (the
  * earlier fixed default) and the last class takes every larger size.
  *
@@ -35,9 +35,9 @@
  * everything before it; an ordinary UCX send completes when its data left,
  * which flatters UCX by what still sits in the FIFO).
  *
- * A rate is the bytes of the blocks that ended in a span of at least
- * the band's span_bytes over the span's time, per path. Block ends are seen when the
- * sender gets round to them, often many in one progress call (a window
+ * A rate is the bytes of the blocks that ended in a span of at least the
+ * band's span_bytes over the span's time, per path. Block ends are seen
+ * when the sender gets round to them, often many in one progress call (a window
  * posted whole, then polled): a span therefore starts and ends at the last
  * end of such a burst (ends within kBurstNs of each other), and the blocks
  * of the burst it starts after do not count. Time when nothing of the path
@@ -177,8 +177,8 @@ private:
     static bool decide(Class &c, double *from_rate, double *to_rate);
     static void give_up_probe(Class &c);
     /** Add a block's end to sp; true with *rate when a span is complete. */
-    bool measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes,
-                        int64_t now_ns, bool ok, double *rate);
+    bool measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes, int64_t now_ns,
+                 bool ok, double *rate);
 
     int min_shift_;
     int nclasses_;
