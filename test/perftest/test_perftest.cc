@@ -2,8 +2,8 @@
  * p2p_perftest (and the p2p_demo quick-start job) under p2prun, a few
  * iterations: their numbers must be correct, not fast. Bytes counted by
  * completions match bytes sent, --json parses, --csv has one row per point,
- * derived fields are consistent, and bad command lines fail cleanly. Bad or
- * missing data: test_perftest_faults.cc.
+ * derived fields are consistent. Bad command lines, failures before the
+ * bootstrap, bad or missing data: test_perftest_faults.cc.
  */
 #include "json_mini.h"
 #include "perftest_util.h"
@@ -469,77 +469,6 @@ TEST(Perftest, JsonKeepsThePointsMeasuredBeforeAFailure) {
     EXPECT_TRUE(whole.at("complete").b) << out;
 }
 
-TEST(Perftest, BadCommandLinesFailCleanly) {
-    ProcResult help = run(perftest() + " --help", 20);
-    EXPECT_EQ(help.rc, 0);
-    EXPECT_NE(help.out.find("cuda-managed"), std::string::npos);
-    EXPECT_EQ(run(perftest() + " -t nosuchtest", 20).rc, 2);
-    EXPECT_EQ(run(perftest() + " -s 8:x", 20).rc, 2);
-    EXPECT_EQ(run(perftest() + " -m gpu", 20).rc, 2);
-    /* GPU memory with options that touch buffers from the CPU */
-    EXPECT_EQ(run(perftest() + " -m cuda --check", 20).rc, 2);
-    EXPECT_EQ(run(perftest() + " -m cuda-managed --alloc lib", 20).rc, 2);
-    /* GPU memory where there is none: a failed run (1), not a bad option */
-    for (const char *m : {" -m cuda", " -m cuda-managed"}) {
-        ProcResult none = run(perftest() + m + " -t bw -s 8", 20);
-        if (none.err.find(std::string(m + 1) + ":") != std::string::npos) {
-            EXPECT_EQ(none.rc, 1) << m << ": " << none.err;
-        }  // else a device is here: the 1-rank run is refused (2) as usual
-    }
-    EXPECT_EQ(run(perftest() + " -W 0", 20).rc, 2);
-    EXPECT_EQ(run(perftest() + " --threads single", 20).rc, 2);
-    /* past the bounds that keep buffer sizes and counts from overflowing
-     * (these crashed, aborted or ran as the default) */
-    /* empty list items (",8" crashed) and long options named in the error */
-    for (const char *bad : {" -s 8,,16", " -s ,8", " -s ,", " -s 8:", " -t lat,"}) {
-        EXPECT_EQ(run(perftest() + bad, 20).rc, 2) << bad;
-    }
-    ProcResult to = run(perftest() + " --timeout 0", 20);
-    EXPECT_EQ(to.rc, 2);
-    EXPECT_NE(to.err.find("bad value for --timeout: '0'"), std::string::npos) << to.err;
-    /* strtoull takes blanks and a sign: " -1" wrapped to 2^64 - 1 and
-     * " -18446744073709551615" to 1, and ran */
-    for (const char *bad : {" -n ' -18446744073709551615'", " -s ' -18446744073709551608'",
-                            " -W ' -18446744073709551614'", " -w ' 5'", " -p +1K",
-                            " -c ' -1'", " -b ' -1x8'"}) {
-        ProcResult r = run(perftest() + bad, 20);
-        EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
-        EXPECT_NE(r.err.find("bad value for"), std::string::npos) << bad << ": " << r.err;
-    }
-    /* one output format: the second used to win silently */
-    for (const char *both : {" --csv --json", " --json --csv"}) {
-        ProcResult r = run(perftest() + both, 20);
-        EXPECT_EQ(r.rc, 2) << both;
-        EXPECT_NE(r.err.find("--csv and --json exclude each other"), std::string::npos)
-            << both << ": " << r.err;
-    }
-    EXPECT_EQ(run(perftest() + " --csv --csv --help", 20).rc, 0);
-    /* -t without its list takes the next option as the list: named as such */
-    ProcResult tl = run(perftest() + " -t -s 8", 20);
-    EXPECT_EQ(tl.rc, 2);
-    EXPECT_NE(tl.err.find("unknown test '-s'"), std::string::npos) << tl.err;
-    /* --help says sizes are at most 1T: 1T (and 1024G) parse, 1025G not */
-    for (const char *ok : {" -s 1T", " -s 1024G", " -b 2x1T", " -p 1TiB"}) {
-        ProcResult r = run(perftest() + ok + " --help", 20);
-        EXPECT_EQ(r.rc, 0) << ok << ": " << r.err;
-    }
-    for (const char *bad : {" -s 2T", " -s 8:2T", " -s 1025G", " -b 4x", " -b x4", " -s 262144G -W 65536 --check",
-                            " -s 18446744073709551615", " -b 4x2T", " -p 2T",
-                            " -n 100000001", " -n 18446744073709551615",
-                            " -w 18446744073709551614", " -w 18446744073709551615"}) {
-        ProcResult r = run(perftest() + bad, 20);
-        EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
-        EXPECT_NE(r.err.find("bad value for"), std::string::npos) << bad << ": " << r.err;
-    }
-    /* one process, no launcher: a clear error, not a hang */
-    ProcResult single = run("env -u RANK -u WORLD_SIZE -u P2P_RANK -u "
-                     "P2P_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE " + perftest() +
-                     " -t lat -n 5", 30);
-    EXPECT_EQ(single.rc, 2);
-    EXPECT_NE(single.err.find("needs at least 2 ranks"), std::string::npos)
-        << single.err;
-}
-
 } // namespace
 
 // A run that ends before its first point still prints a JSON document
@@ -575,23 +504,6 @@ TEST(Perftest, JsonDocumentWhenTheRunEndsBeforeItsFirstPoint) {
     std::string out;
     ASSERT_TRUE(run2_json("-t mem -c 1 -p 1T --json -q", &doc, &out));
     EXPECT_TRUE(doc.at("complete").b);
-}
-
-// A failure before the bootstrap (no transport UCX can use) names no rank:
-// each process said "rank 0", whichever it was.
-TEST(Perftest, FailureBeforeTheBootstrapNamesNoRank) {
-    if (!have_p2prun()) {
-        GTEST_SKIP() << "p2prun not built";
-    }
-    ProcResult r = run("env UCX_TLS=no_such_transport " + p2prun() +
-                           " -n 2 --timeout 60 -- " + perftest() + " -t lat -s 8 -n 10",
-                       60);
-    EXPECT_NE(0, r.rc) << r.err;
-    const std::string all = r.out + r.err;
-    EXPECT_NE(std::string::npos,
-              all.find("p2p_perftest: p2p_context_create: no usable device or transport"))
-        << all;
-    EXPECT_EQ(std::string::npos, all.find("rank 0: p2p_context_create")) << all;
 }
 
 // The idle ranks of a 3-rank run wait for the end while setup, which they
