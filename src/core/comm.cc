@@ -191,11 +191,7 @@ p2p_status_t Comm::create(std::shared_ptr<Context> ctx, uint64_t ctx_id,
                               : tcpb::threshold();
     for (uint32_t r = 0; r < c->size_; ++r) {
         Peer &p = c->peers_[r];
-        if (!p.cma) continue;
-        if (p.tcp ? tcp_auto : automatic) {
-            p.chooser.reset(new PathChooser(p.tcp ? PathChooser::kTcpBand
-                                                  : PathChooser::kSameHostBand));
-        }
+        p.choose = p.cma && (p.tcp ? tcp_auto : automatic);
     }
     if (ntcp > 0) {
         P2P_LOG(P2P_LOG_DEBUG, "comm %u: payloads of %zu bytes or more to %u peers "

@@ -234,12 +234,17 @@ private:
      *  time (P2P_CMA_THRESH=auto, P2P_TCP_BULK_THRESH=auto) the chooser
      *  picks, and op is marked for finish() to report back. Once per send.
      *  Worker lock held. */
-    bool wants_single_copy(Op *op, const Peer &p, const PostItem &it) {
+    bool wants_single_copy(Op *op, Peer &p, const PostItem &it) {
         if (!may_single_copy(p, it)) return false;
         // p2p_mem_alloc memory goes to a same-host peer through its mapping
         // (P2P_CMA_MAPPED_THRESH), never chosen.
-        if (!p.chooser || (!p.tcp && it.mem->shm_fd >= 0) || !p.chooser->adaptive(it.length)) {
-            return true;
+        if (!p.choose || (!p.tcp && it.mem->shm_fd >= 0)) return true;
+        const PathChooser::Band &band = p.tcp ? PathChooser::kTcpBand
+                                              : PathChooser::kSameHostBand;
+        if (!PathChooser::adaptive(band, it.length)) return true;
+        if (!p.chooser) {
+            p.chooser.reset(new (std::nothrow) PathChooser(band));
+            if (!p.chooser) return band.initial == PathChooser::kSingleCopy;
         }
         const PathChooser::Pick k = p.chooser->pick(it.length, now_ns());
         if (k.starts_probe) {

@@ -36,6 +36,8 @@ struct CommPeer {
     bool cma_off = false;   // the peer answered FALLBACK once
     bool cma_refused = false;  // we could not read the peer once
     bool cma_write_off = false;  // we could not write the peer once
+    bool choose = false;    // P2P_CMA_THRESH / P2P_TCP_BULK_THRESH=auto:
+                            // a chooser decides sizes in its band
     bool left = false;      // said goodbye (shut down): see on_peer_left
     bool watcher = false;   // said hello: see on_peer_hello
     bool closed_at_shutdown = false;  // close_sending_eps closed its endpoint
@@ -51,7 +53,8 @@ struct CommPeer {
     uint64_t epoch_ino = 0;
     shm::PeerMaps maps;     // its p2p_mem_alloc regions mapped here
                             // (pinned by copies reading them unlocked)
-    // P2P_CMA_THRESH=auto and single copy possible: the path per size.
+    // choose: the path per size, created at the first send in the band
+    // (most peers of a large job never get one).
     std::unique_ptr<PathChooser> chooser;
     // tcp: reads its payloads (core/tcp_bulk.h); set at create, used
     // by copies outside the worker lock, which shutdown waits for.

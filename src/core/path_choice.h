@@ -81,7 +81,7 @@ public:
         uint64_t span_bytes;  // a rate's bytes at least (see above)
         uint8_t warm_spans;   // a path's first spans in a class not taken
     };
-    static constexpr int kMaxClasses = 16;
+    static constexpr int kMaxClasses = 8;
     /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. */
     static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 0};
     /** Peers over tcp: 256 KiB .. 32 MiB and up, our sockets first; spans
@@ -108,6 +108,11 @@ public:
     size_t min_bytes() const { return min_bytes_; }
     /** len is chosen per send (in the band). */
     bool adaptive(size_t len) const { return len >= min_bytes_ && len < max_bytes_; }
+    /** The same for a chooser of band b (before there is one). */
+    static bool adaptive(const Band &b, size_t len) {
+        return len >= (size_t(1) << b.min_shift) &&
+               (b.open_top || len < (size_t(1) << (b.min_shift + b.classes)));
+    }
     /** Sends in a block of sends of len bytes each. */
     static uint32_t block_sends(size_t len);
 
@@ -143,6 +148,8 @@ public:
     double rate(size_t len, Path path) const;
 
 private:
+    static_assert(kSameHostBand.classes <= kMaxClasses && kTcpBand.classes <= kMaxClasses,
+                  "every band's classes fit");
     static_assert((size_t(1) << kSameHostBand.min_shift) == kMinBytes, "first class");
     static_assert((size_t(1) << (kSameHostBand.min_shift + kSameHostBand.classes)) == kMaxBytes,
                   "last class");

@@ -343,6 +343,19 @@ TEST(PathChoiceTcp, BelowTheBandUcxAndEveryLargerSizeInTheLastClass) {
     }
 }
 
+TEST(PathChoice, ABandSaysWhichSizesItDecidesBeforeItsChooserExists) {
+    // Comm creates a peer's chooser at its first send in the band.
+    for (const PathChooser::Band *b : {&PathChooser::kSameHostBand, &PathChooser::kTcpBand}) {
+        PathChooser c(*b);
+        for (int shift = 10; shift < 40; ++shift) {
+            for (size_t len : {(size_t(1) << shift) - 1, size_t(1) << shift}) {
+                EXPECT_EQ(c.adaptive(len), PathChooser::adaptive(*b, len))
+                    << len << " in band " << b->min_shift;
+            }
+        }
+    }
+}
+
 TEST(PathChoiceTcp, SwitchesToUcxWhenItIsFaster) {
     // The band's smallest class too: its probe (a warm-up span and a span
     // of 64 MiB each) must end within kMaxProbeSends.
