@@ -224,7 +224,15 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
             take_in_before_connecting();
             taken_in = true;
         }
+        const Peer &pe = peers_[items[i].peer];
+        const bool connects = pe.ep == nullptr && !pe.failed;
         p2p_status_t st = get_ep(items[i].peer, &eps[i]);
+        if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send && connects) {
+            // The sender may have sent and left between that take-in and
+            // this connect (its shared memory gone: the connect failed):
+            // what it sent is in our FIFO or socket, not yet taken in.
+            take_in_before_connecting();
+        }
         if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send &&
             recv_already_arrived(items[i].peer, items[i].tensor_id)) {
             // The data is here: receive it anyway, from a peer that failed
