@@ -227,19 +227,21 @@ Comm::post_locked(bool is_send, const PostItem *items, size_t count,
         const Peer &pe = peers_[items[i].peer];
         const bool connects = pe.ep == nullptr && !pe.failed;
         p2p_status_t st = get_ep(items[i].peer, &eps[i]);
-        if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send && connects) {
-            // The sender may have sent and left between that take-in and
-            // this connect (its shared memory gone: the connect failed):
-            // what it sent is in our FIFO or socket, not yet taken in.
-            take_in_before_connecting();
-        }
-        if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send &&
-            recv_already_arrived(items[i].peer, items[i].tensor_id)) {
-            // The data is here: receive it anyway, from a peer that failed
-            // or left, or one we could not connect to.
-            eps[i] = nullptr;
-            from_dead = true;
-            st = P2P_OK;
+        if (st != P2P_OK && st != P2P_ERR_SHUTDOWN && !is_send) {
+            if (connects) {
+                // The sender may have sent and left between that take-in
+                // and this connect (its shared memory gone: the connect
+                // failed): what it sent is in our FIFO or socket, not yet
+                // taken in.
+                take_in_before_connecting();
+            }
+            if (recv_already_arrived(items[i].peer, items[i].tensor_id)) {
+                // The data is here: receive it anyway, from a peer that
+                // failed or left, or one we could not connect to.
+                eps[i] = nullptr;
+                from_dead = true;
+                st = P2P_OK;
+            }
         }
         if (st != P2P_OK) {
             if (bad_index_p != nullptr) *bad_index_p = i;
