@@ -121,9 +121,21 @@ unsigned Progress::progress_for_locked(int64_t max_ns) {
     conclude_copies_locked();
     const int64_t deadline = now_ns() + max_ns;
     unsigned n = 0;
+    // Not the first empty call, but kIdleCalls in a row end it: an
+    // interface of UCP's that no endpoint uses yet is polled only once an
+    // event of its (a message in its FIFO) activated it, and that is a
+    // one-shot callback of a progress call, which itself takes in nothing;
+    // the next call takes the message (mp_scen_connect.cc).
+    constexpr unsigned kIdleCalls = 4;
+    unsigned idle = 0;
     // The clock after every call: one over tcp can take in for 2 ms.
-    while (take_in_locked(1) != 0) {
-        ++n;
+    while (idle < kIdleCalls) {
+        if (take_in_locked(1) != 0) {
+            ++n;
+            idle = 0;
+        } else {
+            ++idle;
+        }
         if (now_ns() >= deadline) break;
     }
     after_locked();

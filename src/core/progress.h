@@ -169,7 +169,10 @@ public:
      *  while the worker still finds more: for a call on the application's
      *  path that wants what arrived before it, not all that a peer keeps
      *  sending meanwhile (drained to the end, a receive's first contact
-     *  waited 437 ms behind another rank's stream of 8-byte messages). */
+     *  waited 437 ms behind another rank's stream of 8-byte messages).
+     *  It ends after a few empty progress calls in a row, not the first:
+     *  UCP activates an idle interface on one call and polls it on the
+     *  next. */
     unsigned progress_for_locked(int64_t max_ns);
 
     /** Copies made outside the worker lock (core/copy_queue.h). */

@@ -31,6 +31,7 @@
  *   cma-split-destroy [late]  destroy with a split receive still in flight
  *   copy-unlocked [split]  posts go on while a large copy is held
  *   cma-copy-fails [write]  a failed single-copy read (write) fails both sides, once
+ *   first-connect-gone    a receive whose first connect finds its sender gone
  *   cma-forked            rank 0 is a child forked after the library ran
  *   shared-window [rounds]  4 MiB windows and streams into one shared buffer
  */
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
         {"linger-flush", mp::run_linger_flush},
         {"killee", mp::run_killee},     {"kill-stream", mp::run_kill_stream},
         {"stream-in", mp::run_stream_in},
+        {"first-connect-gone", mp::run_first_connect_gone},
         {"idle", mp::run_idle},
         {"shutdown", mp::run_shutdown}, {"cma-fallback", mp::run_cma_fallback},
         {"cma-auto-order", mp::run_cma_auto_order},

@@ -45,6 +45,7 @@ void run_copy_unlocked(int argc, char **argv);
 void run_cma_copy_fails(int argc, char **argv);
 void run_kill_stream(int argc, char **argv);
 void run_stream_in(int argc, char **argv);
+void run_first_connect_gone(int argc, char **argv);
 
 } // namespace mp
 
