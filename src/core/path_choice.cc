@@ -14,7 +14,8 @@ PathChooser::PathChooser(const Band &band)
       min_bytes_(size_t(1) << band.min_shift),
       max_bytes_(band.open_top ? SIZE_MAX : size_t(1) << (band.min_shift + nclasses_)),
       span_bytes_(static_cast<double>(band.span_bytes)),
-      warm_spans_(band.warm_spans) {
+      warm_spans_(band.warm_spans),
+      max_rate_(band.max_rate) {
     for (Class &c : classes_) {
         c.use = c.bpath = band.initial;
     }
@@ -97,7 +98,14 @@ bool PathChooser::measure(Span &sp, int64_t block_start_ns, uint64_t block_bytes
         sp.start_ns = sp.last_end_ns = now_ns;
         return false;
     }
-    const bool new_burst = now_ns - sp.last_end_ns > kBurstNs;
+    // Closer than kBurstNs, or than the block's bytes take at max_rate_:
+    // still the burst of the last end.
+    int64_t burst_ns = kBurstNs;
+    if (max_rate_ > 0) {
+        burst_ns = std::max(burst_ns, static_cast<int64_t>(static_cast<double>(block_bytes) /
+                                                           max_rate_));
+    }
+    const bool new_burst = now_ns - sp.last_end_ns > burst_ns;
     bool complete = false;
     if (new_burst && sp.bytes >= span_bytes_) {
         // The span ends with the burst before this end.

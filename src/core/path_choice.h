@@ -40,7 +40,11 @@
  * when the sender gets round to them, often many in one progress call (a window
  * posted whole, then polled): a span therefore starts and ends at the last
  * end of such a burst (ends within kBurstNs of each other), and the blocks
- * of the burst it starts after do not count. Time when nothing of the path
+ * of the burst it starts after do not count. A band may name the fastest
+ * rate any path of its moves (max_rate): then ends closer together than
+ * their blocks' bytes could move at it are one burst too (a sender whose
+ * core the socket threads keep busy sees a window's ends late and tens of
+ * microseconds apart, its poll yielding between them). Time when nothing of the path
  * was in flight (a block posted after the path's last end: the application
  * idle, or the other path probing) is left out. A UCX synchronous send's
  * end can be reported after single-copy blocks behind it ended, so spans
@@ -80,15 +84,18 @@ public:
         Path initial;     // every class's path until a probe says otherwise
         uint64_t span_bytes;  // a rate's bytes at least (see above)
         uint8_t warm_spans;   // a path's first spans in a class not taken
+        double max_rate;      // bytes per ns no path exceeds (0: none known)
     };
     static constexpr int kMaxClasses = 8;
     /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. */
-    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 0};
+    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 0, 0};
     /** Peers over tcp: 256 KiB .. 32 MiB and up, our sockets first; spans
      *  of 10-20 ms (a tcp stream's rate wanders more over a few ms), and a
      *  path's first span in a class is its warm-up (connections, buffer
-     *  pools and pages touched first): 0.6-0.9x of its later rate. */
-    static constexpr Band kTcpBand = {18, 8, true, kSingleCopy, uint64_t(64) << 20, 1};
+     *  pools and pages touched first): 0.6-0.9x of its later rate. No
+     *  tcp link moves 50 GB/s (400 Gb/s): ends closer than that are one
+     *  burst (a block of 2 MiB, the least: 42 us). */
+    static constexpr Band kTcpBand = {18, 8, true, kSingleCopy, uint64_t(64) << 20, 1, 50.0};
 
     /** The same-host band's limits. */
     static constexpr size_t kMinBytes = size_t(16) << 10;
@@ -193,6 +200,7 @@ private:
     size_t max_bytes_;   // SIZE_MAX: an open top
     double span_bytes_;
     uint8_t warm_spans_;
+    double max_rate_;
     Class classes_[kMaxClasses];
 };
 

@@ -31,6 +31,7 @@ struct Sim {
     uint64_t on_path[2] = {0, 0};
     uint32_t switches = 0;
     bool bursts = false;     // a full window is waited for whole
+    int64_t end_gap_ns = 100;  // bursts: from one end handled to the next
     struct Flight {
         PathChooser::Pick pick;
         int64_t done;
@@ -54,7 +55,7 @@ struct Sim {
         while (!flight.empty()) {
             report(len, flight.front(), ok);
             flight.pop_front();
-            now += 100;  // handling one completion
+            now += end_gap_ns;  // handling one completion
         }
         now += 2000;  // the ack a bw window ends with
     }
@@ -417,4 +418,30 @@ TEST(PathChoiceTcp, APathsFirstSpanIsItsWarmUp) {
                 524288.0 / 120000 / 10);
     EXPECT_NEAR(524288.0 / 200000, s.chooser.rate(k512K, PathChooser::kUcx),
                 524288.0 / 200000 / 20);
+}
+
+TEST(PathChoiceTcp, EndsSeenLateAndApartAreStillOneBurst) {
+    // A sender whose core the socket threads keep busy sees a window's ends
+    // late and tens of microseconds apart (its poll yields between them).
+    // At 4 MiB a span is 2 blocks of 8 sends, a window 8 blocks: ends seen
+    // 30 us apart (blocks 240 us) made spans of 64 MiB in 0.5 ms (537 GB/s "measured" on a
+    // 4 GB/s loopback, docs/PERFORMANCE.md, 2026-12-02). Ends closer
+    // together than their blocks' bytes could move are one burst, and the
+    // rates are the paths' own.
+    const size_t k4M = size_t(4) << 20;
+    for (int64_t gap : {int64_t(100), int64_t(30000), int64_t(60000)}) {
+        SCOPED_TRACE(gap);
+        Sim s(PathChooser::kTcpBand);
+        s.bursts = true;
+        s.end_gap_ns = gap;
+        s.run(k4M, 2000, 64, fixed(960000, 1280000));  // UCX faster
+        EXPECT_EQ(PathChooser::kUcx, s.chooser.in_use(k4M));
+        // A window's time is its 64 sends', its 64 handled ends' and the
+        // ack's: the rates between 0.9x and 1.01x of the pipeline's.
+        const double ucx = double(k4M) / 960000, tcp = double(k4M) / 1280000;
+        EXPECT_LE(s.chooser.rate(k4M, PathChooser::kUcx), ucx * 1.01);
+        EXPECT_GE(s.chooser.rate(k4M, PathChooser::kUcx), ucx * 0.9);
+        EXPECT_LE(s.chooser.rate(k4M, PathChooser::kSingleCopy), tcp * 1.01);
+        EXPECT_GE(s.chooser.rate(k4M, PathChooser::kSingleCopy), tcp * 0.9);
+    }
 }
