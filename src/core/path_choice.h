@@ -44,7 +44,9 @@
  * rate any path of its moves (max_rate): then ends closer together than
  * their blocks' bytes could move at it are one burst too (a sender whose
  * core the socket threads keep busy sees a window's ends late and tens of
- * microseconds apart, its poll yielding between them). Time when nothing of the path
+ * microseconds apart, its poll yielding between them; one that handles a
+ * window's acknowledgements in one progress call, a few microseconds
+ * apart). Time when nothing of the path
  * was in flight (a block posted after the path's last end: the application
  * idle, or the other path probing) is left out. A UCX synchronous send's
  * end can be reported after single-copy blocks behind it ended, so spans
@@ -87,8 +89,14 @@ public:
         double max_rate;      // bytes per ns no path exceeds (0: none known)
     };
     static constexpr int kMaxClasses = 8;
-    /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. */
-    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 0, 0};
+    /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. A path's
+     *  first span in a class is its warm-up (UCX's first 4 MiB to a new
+     *  peer read 0.8-1.1 GB/s where it then moved 11-14; single copy's
+     *  first, queued behind UCX's sends, read up to 225). No copy between
+     *  two processes moves 100 GB/s (single copy's best at these sizes:
+     *  ~20 on the benchmark VM and on a quiet 16-core machine): ends
+     *  closer than that are one burst (a block of 1 MiB: 10 us). */
+    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 1, 100.0};
     /** Peers over tcp: 256 KiB .. 32 MiB and up, our sockets first; spans
      *  of 10-20 ms (a tcp stream's rate wanders more over a few ms), and a
      *  path's first span in a class is its warm-up (connections, buffer
