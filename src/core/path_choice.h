@@ -46,9 +46,9 @@
  * core the socket threads keep busy sees a window's ends late and tens of
  * microseconds apart, its poll yielding between them; one that handles a
  * window's acknowledgements in one progress call, a few microseconds
- * apart). Time when nothing of the path
- * was in flight (a block posted after the path's last end: the application
- * idle, or the other path probing) is left out. A UCX synchronous send's
+ * apart). Time when nothing of the path was in flight (a block posted
+ * after the path's last end: the application idle, or the other path
+ * probing) is left out. A UCX synchronous send's
  * end can be reported after single-copy blocks behind it ended, so spans
  * never mix paths.
  *

@@ -459,11 +459,12 @@ TEST(PathChoiceTcp, APathsFirstSpanIsItsWarmUp) {
 TEST(PathChoiceTcp, EndsSeenLateAndApartAreStillOneBurst) {
     // A sender whose core the socket threads keep busy sees a window's ends
     // late and tens of microseconds apart (its poll yields between them).
-    // At 4 MiB a span is 2 blocks of 8 sends, a window 8 blocks: ends seen
-    // 30 us apart (blocks 240 us) made spans of 64 MiB in 0.5 ms (537 GB/s "measured" on a
-    // 4 GB/s loopback, docs/PERFORMANCE.md, 2026-12-02). Ends closer
-    // together than their blocks' bytes could move are one burst, and the
-    // rates are the paths' own.
+    // At 4 MiB a span is 2 blocks of 8 sends, a window 8 blocks: sends'
+    // ends seen 30 us apart (block ends 240 us apart) made spans of 64 MiB
+    // in 0.5 ms here, and 537 GB/s "measured" on a 4 GB/s loopback
+    // (docs/PERFORMANCE.md, 2026-12-02). Ends closer together than their
+    // blocks' bytes could move are one burst, and the rates are the
+    // paths' own.
     const size_t k4M = size_t(4) << 20;
     for (int64_t gap : {int64_t(100), int64_t(30000), int64_t(60000)}) {
         SCOPED_TRACE(gap);
