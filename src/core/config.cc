@@ -182,7 +182,8 @@ const ConfigVar kTable[] = {
      "80, the size of its request). auto: below 256 KiB UCX; from 256 KiB "
      "the sender measures both paths per peer and size class and uses the "
      "faster, trying the other now and then (which one wins depends on the "
-     "machine and its load), starting with P2P_TCP_BULK."},
+     "machine and its load), starting with UCX and trying P2P_TCP_BULK "
+     "from a size class's 512th send."},
     {"P2P_TCP_BULK_LANES", "2",
      "Connections a P2P_TCP_BULK message is split over at most (1-16), in "
      "parts of at least 2 MiB: one connection is bound by one core's copy, "

@@ -18,6 +18,7 @@ PathChooser::PathChooser(const Band &band)
       max_rate_(band.max_rate) {
     for (Class &c : classes_) {
         c.use = c.bpath = band.initial;
+        c.until_probe = band.first_probe;
     }
 }
 

@@ -23,9 +23,13 @@
  * receiver reading from our own sockets (core/tcp_bulk.h). Which is faster
  * from 256 KiB on also moved with the machine's state: on the benchmark VM
  * the sockets were 1.1-1.3x faster at 512 KiB and 4 MiB in one phase and
- * 0.66-0.9x at 256 KiB - 4 MiB in another (docs/PERFORMANCE.md, 12-01). Below 256 KiB UCX always
- * moves the message; every class from 256 KiB starts with the sockets (the
- * earlier fixed default) and the last class takes every larger size.
+ * 0.66-0.9x at 256 KiB - 4 MiB in another (docs/PERFORMANCE.md, 12-01);
+ * in the same-minute rounds of 12-01 to 12-02 UCX won more often (11 sets
+ * of 16 at 256 KiB - 4 MiB). Below 256 KiB UCX always moves the message;
+ * every class from 256 KiB starts with UCX, probes the sockets only after
+ * kMinInterval sends (a probe costs a stream of a few hundred messages
+ * 11-21% when the probed path is the slower one: it pays off only over a
+ * longer one), and the last class takes every larger size.
  *
  * The measure: the sends of a class go in blocks, all on one path, each of
  * at least kBlockBytes and kMinBlockSends. The last send of a block is
@@ -52,9 +56,10 @@
  * end can be reported after single-copy blocks behind it ended, so spans
  * never mix paths.
  *
- * Every `interval` sends of a class (once the path in use has a rate), a
- * probe sends on the other path until it has a span's rate. If that is more
- * than kSwitchMargin faster than the path in use, it becomes the path in use
+ * Every `interval` sends of a class (once the path in use has a rate; the
+ * first interval is the band's first_probe), a probe sends on the other
+ * path until it has a span's rate. If that is more than kSwitchMargin
+ * faster than the path in use, it becomes the path in use
  * and the interval starts again at kMinInterval; else the interval grows
  * kIntervalGrowth-fold up to kMaxInterval (a probe of a slower path then
  * costs little). A probe without its rate after kMaxProbeSends sends (its
@@ -87,6 +92,7 @@ public:
         uint64_t span_bytes;  // a rate's bytes at least (see above)
         uint8_t warm_spans;   // a path's first spans in a class not taken
         double max_rate;      // bytes per ns no path exceeds (0: none known)
+        uint32_t first_probe; // sends of a class before its first probe
     };
     static constexpr int kMaxClasses = 8;
     /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. A path's
@@ -96,14 +102,15 @@ public:
      *  two processes moves 100 GB/s (single copy's best at these sizes:
      *  ~20 on the benchmark VM and on a quiet 16-core machine): ends
      *  closer than that are one burst (a block of 1 MiB: 10 us). */
-    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 1, 100.0};
-    /** Peers over tcp: 256 KiB .. 32 MiB and up, our sockets first; spans
+    static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 1, 100.0, 0};
+    /** Peers over tcp: 256 KiB .. 32 MiB and up, UCX first, our sockets
+     *  probed from the class's 512th send (kMinInterval, below); spans
      *  of 10-20 ms (a tcp stream's rate wanders more over a few ms), and a
      *  path's first span in a class is its warm-up (connections, buffer
      *  pools and pages touched first): 0.6-0.9x of its later rate. No
      *  tcp link moves 50 GB/s (400 Gb/s): ends closer than that are one
      *  burst (a block of 2 MiB, the least: 42 us). */
-    static constexpr Band kTcpBand = {18, 8, true, kSingleCopy, uint64_t(64) << 20, 1, 50.0};
+    static constexpr Band kTcpBand = {18, 8, true, kUcx, uint64_t(64) << 20, 1, 50.0, 512};
 
     /** The same-host band's limits. */
     static constexpr size_t kMinBytes = size_t(16) << 10;
@@ -168,6 +175,7 @@ private:
     static_assert((size_t(1) << kSameHostBand.min_shift) == kMinBytes, "first class");
     static_assert((size_t(1) << (kSameHostBand.min_shift + kSameHostBand.classes)) == kMaxBytes,
                   "last class");
+    static_assert(kTcpBand.first_probe == kMinInterval, "the tcp band's comment");
 
     struct Span {
         int64_t start_ns = INT64_MIN;     // INT64_MIN: no end seen yet

@@ -35,7 +35,7 @@
  *       messages, all with one tensor id, to rank 1 (P2P_CMA_THRESH=auto:
  *       the sender measures UCX, then probes single copy, and may switch
  *       between them mid-stream; over tcp, P2P_TCP_BULK_THRESH=auto from
- *       256 KiB: the tcp path first, then UCX probed); every message must
+ *       256 KiB: UCX first, the tcp path probed); every message must
  *       arrive intact and in posting order. `unreceived`: then rank 0 posts
  *       sends rank 1 never receives and shuts down: each must complete once
  *       (OK or P2P_ERR_CANCELED), the synchronous ones the choice makes

@@ -1,8 +1,9 @@
 /*
  * Large messages over ucxp2p's own tcp path (src/core/tcp_bulk.h), in the
  * mp_test runs with UCX_TLS=tcp (where P2P_TCP_BULK=auto turns it on for
- * messages of P2P_TCP_BULK_THRESH bytes or more; every other tcp run of
- * mp_test with such messages goes through it too).
+ * messages of P2P_TCP_BULK_THRESH bytes or more: 256 KiB in those runs
+ * (mp_test.h), so every other tcp run of mp_test with such messages goes
+ * through it too).
  */
 #include "mp_test.h"
 
@@ -31,17 +32,18 @@ TEST_P(MpTest, SoakOverTcpBulk3Ranks) {
 }
 
 // P2P_TCP_BULK_THRESH=auto (the default): a stream of 512 KiB messages on
-// one tensor id starts on the tcp path, then the sender times a run of
-// them through UCX (and may switch); the receiver checks every message and
-// their order, and the sender's log says it decided.
+// one tensor id starts through UCX, then (from its 512th message) the
+// sender times a run of them on the tcp path (and may switch); the
+// receiver checks every message and their order, and the sender's log
+// says it decided.
 TEST_P(MpTest, TcpBulkAutoChoiceKeepsOrder2Ranks) {
     if (!is_tcp(GetParam())) GTEST_SKIP() << "the tcp path is for UCX_TLS=tcp";
     RunSpec s;
     s.args = {"cma-auto-order", "524288"};
-    s.env = {"P2P_LOG_LEVEL=debug"};
+    s.env = {"P2P_LOG_LEVEL=debug", "P2P_TCP_BULK_THRESH=auto"};
     const std::string out = expect_pass(s, "cma-auto-order ok");
     EXPECT_EQ(2u, count(out, "while faster than ucx (measured per size)")) << out;
-    EXPECT_GE(count(out, "measuring ucx for sends to rank 1 of 524288 bytes"), 1u) << out;
+    EXPECT_GE(count(out, "measuring tcp bulk for sends to rank 1 of 524288 bytes"), 1u) << out;
     EXPECT_GE(count(out, "sends to rank 1 of 524288 bytes and their size class still go") +
                   count(out, "sends to rank 1 of 524288 bytes and their size class now go"),
               1u)
@@ -54,6 +56,7 @@ TEST_P(MpTest, TcpBulkAutoChoiceUnreceivedSendsEndAtShutdown2Ranks) {
     if (!is_tcp(GetParam())) GTEST_SKIP() << "the tcp path is for UCX_TLS=tcp";
     RunSpec s;
     s.args = {"cma-auto-order", "unreceived", "524288"};
+    s.env = {"P2P_TCP_BULK_THRESH=auto"};
     const std::string out = expect_pass(s, "cma-auto-order ok");
     EXPECT_NE(std::string::npos, out.find("unreceived sends cancelled")) << out;
 }
