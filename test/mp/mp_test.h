@@ -52,16 +52,16 @@ const char *const kEagerSmall = "UCX_RNDV_THRESH=64K";
 // starts through UCX and tries the path only from its 512th send, so the
 // scenarios' few large messages would never reach it. The tests of the
 // choice itself (mp_test_tcp_bulk.cc) set auto again.
-#define MPT_TCP_PATH "P2P_TCP_BULK_THRESH=262144"
+const char *const kTcpPath = "P2P_TCP_BULK_THRESH=262144";
 const Transport kShm = {"shm", {"UCX_TLS=shm,self"}};
-const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo", MPT_TCP_PATH}};
+const Transport kTcp = {"tcp", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo", kTcpPath}};
 // P2P_THREAD_SERIALIZED: no progress thread; every scenario but `threads`
 // makes one call at a time, so its own polls and waits must move the data
 // (and detect dead peers).
 const Transport kShmSerial = {"shm_serialized",
                               {"UCX_TLS=shm,self", "P2P_THREAD_MODE=serialized"}};
 const Transport kTcpSerial = {"tcp_serialized", {"UCX_TLS=tcp", "UCX_NET_DEVICES=lo",
-                                                 MPT_TCP_PATH, "P2P_THREAD_MODE=serialized"}};
+                                                 kTcpPath, "P2P_THREAD_MODE=serialized"}};
 
 inline bool is_tcp(const Transport &t) { return std::string(t.name).rfind("tcp", 0) == 0; }
 // Same-host single copy (src/core/cma.h) applies to the shm runs only:
