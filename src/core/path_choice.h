@@ -59,12 +59,11 @@
  * Every `interval` sends of a class (once the path in use has a rate; the
  * first interval is the band's first_probe), a probe sends on the other
  * path until it has a span's rate. If that is more than kSwitchMargin
- * faster than the path in use, it becomes the path in use
- * and the interval starts again at kMinInterval; else the interval grows
- * kIntervalGrowth-fold up to kMaxInterval (a probe of a slower path then
- * costs little). A probe without its rate after kMaxProbeSends sends (its
- * sends never end: a stopped peer, say) is given up; a failed send
- * restarts its path's span.
+ * faster than the path in use, it becomes the path in use and the interval
+ * starts again at kMinInterval; else the interval grows kIntervalGrowth-fold
+ * up to kMaxInterval (a probe of a slower path then costs little). A probe
+ * without its rate after kMaxProbeSends sends (its sends never end: a
+ * stopped peer, say) is given up; a failed send restarts its path's span.
  *
  * Not thread-safe: its communicator calls it under the worker lock.
  */
@@ -95,6 +94,7 @@ public:
         uint32_t first_probe; // sends of a class before its first probe
     };
     static constexpr int kMaxClasses = 8;
+    static constexpr uint32_t kMinInterval = 512;   // sends between probes
     /** Same-host peers: 16 KiB .. 128 KiB classes, UCX first. A path's
      *  first span in a class is its warm-up (UCX's first 4 MiB to a new
      *  peer read 0.8-1.1 GB/s where it then moved 11-14; single copy's
@@ -104,13 +104,14 @@ public:
      *  closer than that are one burst (a block of 1 MiB: 10 us). */
     static constexpr Band kSameHostBand = {14, 4, false, kUcx, uint64_t(4) << 20, 1, 100.0, 0};
     /** Peers over tcp: 256 KiB .. 32 MiB and up, UCX first, our sockets
-     *  probed from the class's 512th send (kMinInterval, below); spans
+     *  probed from the class's 512th send (kMinInterval); spans
      *  of 10-20 ms (a tcp stream's rate wanders more over a few ms), and a
      *  path's first span in a class is its warm-up (connections, buffer
      *  pools and pages touched first): 0.6-0.9x of its later rate. No
      *  tcp link moves 50 GB/s (400 Gb/s): ends closer than that are one
      *  burst (a block of 2 MiB, the least: 42 us). */
-    static constexpr Band kTcpBand = {18, 8, true, kUcx, uint64_t(64) << 20, 1, 50.0, 512};
+    static constexpr Band kTcpBand = {18, 8, true, kUcx, uint64_t(64) << 20, 1, 50.0,
+                                       kMinInterval};
 
     /** The same-host band's limits. */
     static constexpr size_t kMinBytes = size_t(16) << 10;
@@ -118,7 +119,6 @@ public:
     static constexpr uint64_t kBlockBytes = uint64_t(1) << 20;
     static constexpr uint32_t kMinBlockSends = 8;
     static constexpr int64_t kBurstNs = 5000;
-    static constexpr uint32_t kMinInterval = 512;   // sends between probes
     static constexpr uint32_t kMaxInterval = 65536;
     static constexpr uint32_t kIntervalGrowth = 8;
     static constexpr uint32_t kMaxProbeSends = 1024;
@@ -175,7 +175,6 @@ private:
     static_assert((size_t(1) << kSameHostBand.min_shift) == kMinBytes, "first class");
     static_assert((size_t(1) << (kSameHostBand.min_shift + kSameHostBand.classes)) == kMaxBytes,
                   "last class");
-    static_assert(kTcpBand.first_probe == kMinInterval, "the tcp band's comment");
 
     struct Span {
         int64_t start_ns = INT64_MIN;     // INT64_MIN: no end seen yet
