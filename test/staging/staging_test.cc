@@ -219,6 +219,23 @@ TEST_F(Staged, DeviceMemoryIsRegisteredAndUnregistered) {
     EXPECT_EQ(unpinned + 1, fakecuda::stats().unpinned.load());
 }
 
+// p2p.h: P2P_ERR_UNSUPPORTED for device memory with no CUDA context for it
+// (the pointer names none and none is current on the registering thread),
+// as the C caller sees it; Shadow.MemoryNamingNoContext* has the detail.
+TEST_F(Staged, DeviceMemoryWithNoContextIsUnsupported) {
+    fakecuda::Mem dev(4096);
+    ASSERT_NE(nullptr, dev.p);
+    fakecuda::stats().no_ptr_ctx = true;
+    p2p_mem_h mem = apitest::bogus_handle<p2p_mem_h>();
+    const long pinned = fakecuda::stats().pinned;
+    EXPECT_EQ(P2P_ERR_UNSUPPORTED, p2p_mem_register(ctx_, dev.p, 4096, &mem));
+    EXPECT_EQ(apitest::bogus_handle<p2p_mem_h>(), mem) << "the handle was written";
+    EXPECT_EQ(pinned, fakecuda::stats().pinned.load()) << "a host copy was pinned";
+    fakecuda::stats().no_ptr_ctx = false;
+    ASSERT_EQ(P2P_OK, p2p_mem_register(ctx_, dev.p, 4096, &mem));  // with its context: fine
+    EXPECT_EQ(P2P_OK, p2p_mem_deregister(mem));
+}
+
 TEST_F(Staged, SizesBothPostingOrdersAndBatches) {
     const size_t kLen = (4 << 20) + 4096;
     DevBuf src(ctx_, kLen), dst(ctx_, kLen);

@@ -194,6 +194,60 @@ INSTANTIATE_TEST_SUITE_P(
         JobCase{"CommCreateTimesOutWhenARankIsLate", Call::kCommCreate, true, P2P_ERR_TIMEOUT}),
     [](const ::testing::TestParamInfo<JobCase> &i) { return std::string(i.param.name); });
 
+namespace {
+
+/** A rank 1 that is not of rank 0's job: another job's token (`token`), or
+ *  the same token and another world size. */
+struct Stranger {
+    const char *name;
+    bool token;
+};
+
+class BootstrapPublicStranger : public BootstrapPublic,
+                                public ::testing::WithParamInterface<Stranger> {};
+
+} // namespace
+
+// p2p.h: P2P_ERR_BOOTSTRAP for a bad token or a disagreement with rank 0.
+// The stranger is turned away at its hello and fails at once, long before
+// its own 20 s timeout; rank 0, whose rank 1 never came, times out (4 s:
+// long enough that the stranger, started after it, reaches it on a loaded
+// machine; had rank 0 left first, the stranger would time out instead).
+TEST_P(BootstrapPublicStranger, IsRefusedAndRankZeroTimesOut) {
+    const Stranger &c = GetParam();
+    const uint16_t port = wtest::free_port_block(1);
+    std::vector<int> pids;
+    for (uint32_t r = 0; r < 2; ++r) {
+        const bool stranger = r == 1;
+        const uint32_t size = stranger && !c.token ? 3 : 2;
+        const std::string token = token_ + "-" + c.name + (stranger && c.token ? "-other" : "");
+        pids.push_back(wtest::spawn(
+            wtest::job_env(r, size, port, stranger ? "20000" : "4000", token), [] {
+                p2p_bootstrap_h bs = untouched();
+                const uint64_t t0 = wtest::now_ms();
+                const p2p_status_t st = p2p_bootstrap_create(P2P_BOOTSTRAP_TCP, &bs);
+                const uint64_t took = wtest::now_ms() - t0;
+                if (st == P2P_OK) {
+                    CHILD_CHECK(p2p_bootstrap_destroy(bs) == P2P_OK);
+                } else {
+                    CHILD_CHECK(bs == untouched());
+                }
+                if (took > 10000) return wtest::kTooSlow;
+                return code(st);
+            }));
+    }
+    const std::vector<int> codes = wtest::wait_all(pids, kWaitMs);
+    EXPECT_EQ(code(P2P_ERR_TIMEOUT), codes[0]) << "rank 0";
+    EXPECT_EQ(code(P2P_ERR_BOOTSTRAP), codes[1]) << "the stranger";
+}
+
+INSTANTIATE_TEST_SUITE_P(Wireup, BootstrapPublicStranger,
+                         ::testing::Values(Stranger{"AnotherJobsToken", true},
+                                           Stranger{"AnotherWorldSize", false}),
+                         [](const ::testing::TestParamInfo<Stranger> &i) {
+                             return std::string(i.param.name);
+                         });
+
 // p2p_bootstrap_query answers from what creation fixed: a thread querying
 // while another waits in a barrier for a late rank gets its answer at once
 // (it used to wait for the barrier, up to the bootstrap timeout).
